@@ -1,0 +1,122 @@
+"""The book's structure: table of contents, Colab links, setup cells and committed outputs."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+NOTEBOOKS = sorted(p.relative_to(ROOT) for p in (ROOT / "chapters").glob("*.ipynb"))
+
+
+def toc_files():
+    files = [TOC["root"]]
+    for entry in TOC.get("chapters", []):
+        files.append(entry["file"])
+    return files
+
+
+def load(path):
+    return json.loads((ROOT / path).read_text())
+
+
+def code_cells(notebook):
+    return [c for c in notebook["cells"] if c["cell_type"] == "code"]
+
+
+def source(cell):
+    return "".join(cell["source"])
+
+
+def test_there_are_chapters():
+    assert NOTEBOOKS, "no notebooks in chapters/"
+
+
+def test_toc_and_chapters_agree():
+    listed = set(toc_files())
+    on_disk = {p.with_suffix("").as_posix() for p in NOTEBOOKS}
+    assert on_disk - listed == set(), "notebooks missing from _toc.yml"
+    for name in listed:
+        assert any((ROOT / name).with_suffix(s).exists() for s in (".ipynb", ".md")), name
+
+
+def test_config_builds_from_committed_outputs():
+    assert CONFIG["execute"]["execute_notebooks"] == "off"
+    assert CONFIG["sphinx"]["config"]["nb_output_stderr"] == "remove"
+    assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    for excluded in ("_build", ".venv", "tests"):
+        assert excluded in CONFIG["exclude_patterns"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_title_and_colab_badge_point_at_this_notebook(path):
+    first = load(path)["cells"][0]
+    assert first["cell_type"] == "markdown" and source(first).startswith("# ")
+    repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
+    url = f"https://colab.research.google.com/github/{repo}/blob/{CONFIG['repository']['branch']}/{path.as_posix()}"
+    links = re.findall(r"https://colab\.research\.google\.com/github/[^)\s]+", source(first))
+    assert links == [url]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_first_code_cell_sets_up_devices_before_tensorflow(path):
+    setup = source(code_cells(load(path))[0])
+    assert "setup_devices(" in setup
+    before = setup.split("setup_devices(")[0]
+    assert "import tensorflow" not in before and "import keras" not in before
+    clones = re.findall(r"git clone .*?(https://\S+)", setup)
+    assert clones == [CONFIG["repository"]["url"]]
+    assert "requirements-colab.txt" in setup
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_outputs_come_from_one_clean_run(path):
+    cells = code_cells(load(path))
+    counts = [c["execution_count"] for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), "re-run the notebook top to bottom"
+    for cell in cells:
+        for output in cell["outputs"]:
+            assert output["output_type"] != "error", source(cell)[:80]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_skeleton_parameters_and_ignored_outputs(path):
+    notebook = load(path)
+    markdown = "\n".join(source(c) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    assert "## Summary" in markdown and "## Exercises" in markdown
+    tagged = [c for c in code_cells(notebook) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1, "one cell tagged `parameters` holds the knobs"
+    for cell in code_cells(notebook):
+        lines = source(cell).splitlines() + [""]
+        for line, following in zip(lines, lines[1:]):
+            if "NBVAL_IGNORE_OUTPUT" in line:
+                assert line == "# NBVAL_IGNORE_OUTPUT", "nbval reads the marker only alone"
+                assert re.fullmatch(r"# why: \S.{10,}", following), "give the reason below it"
+
+
+def pins(path):
+    lines = (ROOT / path).read_text().splitlines()
+    return dict(line.split("==") for line in lines if "==" in line and not line.startswith("#"))
+
+
+def test_every_requirement_is_pinned():
+    lines = [l.strip() for l in (ROOT / "requirements.txt").read_text().splitlines()]
+    packages = [l for l in lines if l and not l.startswith("#")]
+    assert all("==" in l for l in packages), packages
+    assert pins("requirements.txt")["jupyter-book"].startswith("1.")
+
+
+def test_colab_pins_match_requirements():
+    everything = pins("requirements.txt")
+    for name, version in pins("requirements-colab.txt").items():
+        assert everything[name] == version, name
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"<!-- test-command -->\s*```\w*\n(.+?)\n```", readme, re.S).group(1)
+    assert command.strip() in (ROOT / ".ci" / "run").read_text()

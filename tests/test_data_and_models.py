@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+
+from utils.data import load_mnist_subset, make_dataset
+from utils.models import small_cnn
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_mnist_subset()
+
+
+def test_split_is_stratified_shuffled_and_scaled(digits):
+    (x_train, y_train), (x_test, y_test) = digits
+    assert x_train.shape == (4000, 28, 28, 1) and x_test.shape == (1000, 28, 28, 1)
+    assert x_train.dtype == np.float32 and 0.0 <= x_train.min() and x_train.max() <= 1.0
+    assert (np.bincount(y_train) == 400).all() and (np.bincount(y_test) == 100).all()
+    assert len(set(y_train[:20])) > 1  # the bundled data is sorted by class; ours is not
+
+
+def test_split_is_deterministic_and_seed_dependent(digits):
+    (x_train, _), _ = digits
+    (again, _), _ = load_mnist_subset()
+    (other, _), _ = load_mnist_subset(seed=1)
+    assert np.array_equal(x_train, again)
+    assert not np.array_equal(x_train, other)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1, "0.2"])
+def test_bad_test_fraction(bad):
+    with pytest.raises(ValueError, match="test_fraction"):
+        load_mnist_subset(test_fraction=bad)
+
+
+def test_dataset_batches_evenly_and_reshuffles():
+    x = np.arange(10, dtype=np.float32)
+    dataset = make_dataset(x, x, batch_size=4)
+    epochs = [np.concatenate([b.numpy() for b, _ in dataset]) for _ in range(2)]
+    assert [len(e) for e in epochs] == [8, 8]  # the remainder of 2 is dropped
+    assert not np.array_equal(epochs[0], epochs[1])  # a new order every epoch
+    again = np.concatenate([b.numpy() for b, _ in make_dataset(x, x, batch_size=4)])
+    assert np.array_equal(epochs[0], again)  # the same seed gives the same first epoch
+
+
+def test_dataset_applies_preprocess_once_and_keeps_order_without_shuffle():
+    x = np.arange(6, dtype=np.float32)
+    dataset = make_dataset(x, x, 3, shuffle=False, preprocess=lambda a, b: (a * 2, b))
+    batches = [(a.numpy(), b.numpy()) for a, b in dataset]
+    assert np.array_equal(batches[0][0], [0, 2, 4]) and np.array_equal(batches[1][1], [3, 4, 5])
+
+
+@pytest.mark.parametrize(
+    "size, batch, message",
+    [(5, 0, "positive int"), (5, 2.0, "positive int"), (5, 8, "no batch"), (4, 2, "examples but y")],
+)
+def test_dataset_rejects_bad_arguments(size, batch, message):
+    x = np.zeros(5, dtype=np.float32)
+    with pytest.raises(ValueError, match=message):
+        make_dataset(x, x[:size], batch)
+
+
+def test_small_cnn_is_reproducible_and_outputs_logits():
+    first, second, other = small_cnn(), small_cnn(), small_cnn(seed=1)
+    for a, b in zip(first.get_weights(), second.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(first.get_weights()[0], other.get_weights()[0])
+    assert first(np.zeros((2, 28, 28, 1), np.float32)).shape == (2, 10)

@@ -1,0 +1,145 @@
+"""utils.devices: planning (all branches, no TensorFlow) and real setup in fresh processes.
+
+TensorFlow can configure devices once per process, so each real setup runs in its own
+Python process; the pure planning function covers the GPU branches this machine lacks.
+"""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from utils.devices import MAX_LOGICAL_DEVICES, plan_devices, setup_devices
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_fresh(code: str) -> subprocess.CompletedProcess:
+    """Run `code` in a new Python process with the repository on the path."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "n, num_gpus, kind, split",
+    [
+        (1, 0, "CPU", True),
+        (4, 0, "CPU", True),
+        (1, 1, "GPU", False),
+        (3, 1, "GPU", True),
+        (2, 2, "GPU", False),
+        (2, 8, "GPU", False),
+        (32, 32, "GPU", False),
+    ],
+)
+def test_plan_covers_every_machine(n, num_gpus, kind, split):
+    plan = plan_devices(n, num_gpus)
+    assert (plan.kind, plan.split) == (kind, split)
+
+
+def test_plan_refuses_more_devices_than_several_gpus():
+    with pytest.raises(ValueError, match="at most 2 devices"):
+        plan_devices(4, 2)
+
+
+@pytest.mark.parametrize("num_gpus", [0, 1])
+def test_plan_refuses_too_many_logical_devices(num_gpus):
+    with pytest.raises(ValueError, match=f"at most {MAX_LOGICAL_DEVICES}"):
+        plan_devices(MAX_LOGICAL_DEVICES + 1, num_gpus)
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_rejects_non_positive_counts(bad):
+    with pytest.raises(ValueError, match="at least 1"):
+        setup_devices(bad)
+
+
+@pytest.mark.parametrize("bad", [2.0, "2", True, None])
+def test_rejects_non_integer_counts(bad):
+    with pytest.raises(TypeError, match="positive int"):
+        setup_devices(bad)
+
+
+def test_rejects_bad_gpu_memory_limit():
+    with pytest.raises(ValueError, match="gpu_memory_limit_mb"):
+        setup_devices(2, gpu_memory_limit_mb=0)
+
+
+def test_describes_each_plan():
+    assert "logical CPU" in plan_devices(2, 0).describe(2048)
+    assert "2048 MB" in plan_devices(2, 1).describe(2048)
+    assert "2 of 4 physical GPU" in plan_devices(2, 4).describe(2048)
+
+
+def test_two_logical_cpus_are_distinct_and_rerun_is_harmless():
+    result = run_fresh(
+        """
+        import numpy as np
+        from utils import setup_devices
+        first = setup_devices(2)
+        again = setup_devices(2, verbose=False)
+        assert first == again, (first, again)
+        assert len(set(first)) == 2, first
+        import tensorflow as tf
+        strategy = tf.distribute.MirroredStrategy(devices=first)
+        assert strategy.num_replicas_in_sync == 2
+        for name in first:
+            with tf.device(name):
+                assert tf.ones(1).device.endswith(name.split("device:")[-1])
+        print("OK", first)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "OK ['/device:CPU:0', '/device:CPU:1']" in result.stdout
+    assert "setup_devices(2): 2 logical CPU" in result.stdout
+
+
+def test_one_device_is_the_plain_cpu():
+    result = run_fresh(
+        """
+        from utils import setup_devices
+        print("OK", setup_devices(1, verbose=False))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "OK ['/device:CPU:0']" in result.stdout
+
+
+def test_different_request_after_start_says_restart():
+    result = run_fresh(
+        """
+        from utils import setup_devices
+        setup_devices(2, verbose=False)
+        try:
+            setup_devices(3, verbose=False)
+        except RuntimeError as err:
+            print("RAISED", err)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "RAISED setup_devices(3) cannot take effect" in result.stdout
+    assert "Restart the kernel" in result.stdout
+
+
+def test_tensorflow_started_first_says_restart():
+    result = run_fresh(
+        """
+        import tensorflow as tf
+        tf.constant(1.0)  # starts the runtime with the default configuration
+        from utils import setup_devices
+        try:
+            setup_devices(2, verbose=False)
+        except RuntimeError as err:
+            print("RAISED", err)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "RAISED setup_devices(2) cannot take effect" in result.stdout
+    assert "Traceback" not in result.stdout

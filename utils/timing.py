@@ -1,0 +1,56 @@
+"""Timing helpers (chapter 1; every chapter that times anything uses these)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+def printbar() -> None:
+    """Print a separator line ending in the wall-clock time, as the book's sources do."""
+    print("=" * 72 + time.strftime("%H:%M:%S"))
+
+
+@dataclass
+class Timing:
+    """The result of a `timer` block: `seconds` is set when the block ends."""
+
+    label: str
+    seconds: float = float("nan")
+
+
+@contextmanager
+def timer(label: str, *, verbose: bool = True) -> Iterator[Timing]:
+    """Time a `with` block; prints `label: 0.123 s` at the end unless `verbose=False`.
+
+    TensorFlow runs GPU work asynchronously: finish the block with something that waits
+    for the result (for example `.numpy()`), or the time is only that of launching it.
+    """
+    timing = Timing(label)
+    start = time.perf_counter()
+    yield timing
+    timing.seconds = time.perf_counter() - start
+    if verbose:
+        print(f"{label}: {timing.seconds:.3f} s")
+
+
+def median_time(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall time in seconds of `repeats` calls of `fn`, after `warmup` untimed calls.
+
+    One timing on a shared machine proves nothing; a median of several is worth quoting.
+    `fn` must wait for its own result (see `timer`).
+    """
+    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"median_time: {name} must be an int >= {least}; got {value!r}.")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
