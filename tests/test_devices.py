@@ -4,27 +4,10 @@ TensorFlow can configure devices once per process, so each real setup runs in it
 Python process; the pure planning function covers the GPU branches this machine lacks.
 """
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
+from tests.helpers import run_fresh
 from utils.devices import MAX_LOGICAL_DEVICES, plan_devices, setup_devices
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_fresh(code: str) -> subprocess.CompletedProcess:
-    """Run `code` in a new Python process with the repository on the path."""
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.mark.parametrize(

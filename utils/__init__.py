@@ -6,13 +6,21 @@ the chapter that introduces it.
 
 from utils.data import load_mnist_subset, make_dataset
 from utils.devices import setup_devices
+from utils.distribute import all_reduce_method, max_abs_difference
 from utils.models import small_cnn
+from utils.plotting import plot_curves
 from utils.timing import median_time, printbar, timer
+from utils.training import EpochTimes, fit_model
 
 __all__ = [
+    "EpochTimes",
+    "all_reduce_method",
+    "fit_model",
     "load_mnist_subset",
     "make_dataset",
+    "max_abs_difference",
     "median_time",
+    "plot_curves",
     "printbar",
     "setup_devices",
     "small_cnn",
