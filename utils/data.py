@@ -7,7 +7,9 @@ Nothing here downloads: `load_mnist_subset` reads the 5,000 real MNIST digits th
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -51,7 +53,7 @@ def make_dataset(
     preprocess: Callable | None = None,
     drop_remainder: bool = True,
 ) -> tf.data.Dataset:
-    """Build the input pipeline in the right order: map -> cache -> shuffle -> batch -> prefetch.
+    """Batch in-memory arrays in the right order: map -> cache -> shuffle -> batch -> prefetch.
 
     Introduced in chapter 1. `preprocess(x, y)` runs once per example, in parallel, and its
     result is cached, so it must be deterministic (put random augmentation after the cache).
@@ -60,17 +62,56 @@ def make_dataset(
     """
     if len(x) != len(y):
         raise ValueError(f"make_dataset: x has {len(x)} examples but y has {len(y)}.")
+    examples = tf.data.Dataset.from_tensor_slices((x, y))
+    return batch_examples(
+        examples, batch_size, shuffle=shuffle, seed=seed, preprocess=preprocess,
+        drop_remainder=drop_remainder,
+    )
+
+
+def batch_examples(
+    examples: tf.data.Dataset,
+    batch_size: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    preprocess: Callable | None = None,
+    drop_remainder: bool = True,
+) -> tf.data.Dataset:
+    """`make_dataset` for a dataset of single examples, such as one read from files (chapter 4)."""
+    count = int(examples.cardinality())
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"make_dataset: batch_size must be a positive int; got {batch_size!r}.")
-    if drop_remainder and batch_size > len(x):
+    if count < 0:
+        raise ValueError("make_dataset: the number of examples must be known (a finite dataset).")
+    if drop_remainder and batch_size > count:
         raise ValueError(
-            f"make_dataset: batch_size {batch_size} is larger than the {len(x)} examples, so "
+            f"make_dataset: batch_size {batch_size} is larger than the {count} examples, so "
             "drop_remainder=True would leave no batch at all. Use a smaller batch_size."
         )
-    dataset = tf.data.Dataset.from_tensor_slices((x, y))
     if preprocess is not None:
-        dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.cache()
+        examples = examples.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+    examples = examples.cache()
     if shuffle:
-        dataset = dataset.shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
-    return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+        examples = examples.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+    return examples.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+
+
+def write_image_folders(root: str | Path, splits: dict[str, Split]) -> Path:
+    """Write images as PNG files in the layout `root/<split>/<label>/<index>.png` (chapter 4).
+
+    This is the layout many real datasets come in, and the one the book's sources read MNIST
+    from. Writing happens once: a folder that already holds a complete copy is reused.
+    """
+    root = Path(root).expanduser()
+    done = root / "COMPLETE"
+    expected = ",".join(f"{name}={len(labels)}" for name, (_, labels) in splits.items())
+    if done.exists() and done.read_text() == expected:
+        return root
+    for name, (images, labels) in splits.items():
+        for index, (image, label) in enumerate(zip(images, labels)):
+            folder = root / name / str(int(label))
+            folder.mkdir(parents=True, exist_ok=True)
+            keras.utils.save_img(folder / f"{index:05d}.png", image, scale=True)
+    done.write_text(expected)
+    return root

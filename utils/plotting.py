@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from itertools import cycle
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 
 def plot_curves(
@@ -24,6 +25,7 @@ def plot_curves(
             values = history[metric]
             axis.plot(range(1, len(values) + 1), values, style, label=label, alpha=0.8)
         axis.set_xlabel("epoch")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_title(metric)
         axis.grid(alpha=0.3)
     axes[0][0].legend()
