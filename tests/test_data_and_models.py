@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from utils.data import load_mnist_subset, make_dataset
+from utils.data import (
+    batch_examples,
+    load_mnist_subset,
+    make_dataset,
+    read_image_folder,
+    write_image_folders,
+)
 from utils.models import small_cnn
 
 
@@ -65,3 +72,30 @@ def test_small_cnn_is_reproducible_and_outputs_logits():
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(first.get_weights()[0], other.get_weights()[0])
     assert first(np.zeros((2, 28, 28, 1), np.float32)).shape == (2, 10)
+
+
+def test_image_folders_round_trip_and_are_written_once(tmp_path, digits):
+    (x_train, y_train), (x_test, y_test) = digits
+    splits = {"train": (x_train[:20], y_train[:20]), "test": (x_test[:10], y_test[:10])}
+    root = write_image_folders(tmp_path / "digits", splits)
+    files = sorted((root / "train").glob("*/*.png"))
+    assert len(files) == 20 and len(list((root / "test").glob("*/*.png"))) == 10
+    stamp = files[0].stat().st_mtime_ns
+    assert write_image_folders(tmp_path / "digits", splits) == root
+    assert files[0].stat().st_mtime_ns == stamp  # reused, not rewritten
+
+    images, labels = zip(*[(i.numpy(), int(l)) for i, l in read_image_folder(root / "train")])
+    order = np.lexsort((np.arange(20), y_train[:20]))  # the loader reads class by class
+    assert list(labels) == sorted(y_train[:20].tolist())
+    assert np.abs(np.stack(images) - x_train[:20][order]).max() <= 1 / 255 + 1e-6
+
+
+def test_read_image_folder_says_what_to_do_when_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="write_image_folders"):
+        read_image_folder(tmp_path / "nothing")
+
+
+def test_batch_examples_needs_a_known_size():
+    endless = tf.data.Dataset.range(10).repeat()
+    with pytest.raises(ValueError, match="finite"):
+        batch_examples(endless, 2)

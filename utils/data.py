@@ -6,6 +6,7 @@ Nothing here downloads: `load_mnist_subset` reads the 5,000 real MNIST digits th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 Split = tuple[np.ndarray, np.ndarray]
+
+#: Where files the book generates (such as image folders) are kept between runs.
+BOOK_CACHE = Path(os.environ.get("MULTIGPU_BOOK_CACHE", "~/.cache/multigpu-book")).expanduser()
 
 
 def load_mnist_subset(test_fraction: float = 0.2, seed: int = 0) -> tuple[Split, Split]:
@@ -115,3 +119,24 @@ def write_image_folders(root: str | Path, splits: dict[str, Split]) -> Path:
             keras.utils.save_img(folder / f"{index:05d}.png", image, scale=True)
     done.write_text(expected)
     return root
+
+
+def read_image_folder(folder: str | Path) -> tf.data.Dataset:
+    """Read `folder/<digit>/*.png` as a dataset of `(image in [0, 1], int32 digit)` (chapter 4).
+
+    Uses Keras's own loader (`image_dataset_from_directory`), unbatched and in file order:
+    batch and shuffle it with `batch_examples`.
+    """
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"No image folder at {folder}. Write one first with write_image_folders()."
+        )
+    images = keras.utils.image_dataset_from_directory(
+        folder, color_mode="grayscale", image_size=(28, 28), batch_size=None, shuffle=False,
+        verbose=False,
+    )
+    # Keras numbers the classes 0, 1, ... in the order of the folder names it found; map those
+    # indices back to the digit each folder is named after, so a missing class shifts nothing.
+    digit_of_class = tf.constant([int(name) for name in images.class_names], dtype=tf.int32)
+    return images.map(lambda image, index: (image / 255.0, tf.gather(digit_of_class, index)))
