@@ -126,3 +126,15 @@ def test_tensorflow_started_first_says_restart():
     assert result.returncode == 0, result.stderr
     assert "RAISED setup_devices(2) cannot take effect" in result.stdout
     assert "Traceback" not in result.stdout
+
+
+def test_importing_utils_loads_neither_framework():
+    result = run_fresh(
+        """
+        import sys
+        from utils import setup_devices, printbar
+        print("LOADED", sorted(m for m in ("tensorflow", "torch") if m in sys.modules))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "LOADED []" in result.stdout

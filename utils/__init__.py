@@ -1,39 +1,39 @@
 """Helpers shared by every chapter of the book.
 
 Each function is written once here and imported by the notebooks; its docstring names
-the chapter that introduces it.
+the chapter that introduces it. Names are imported on first use, so `from utils import
+setup_devices` does not load TensorFlow, and the PyTorch helpers do not load it either.
 """
 
-from utils.data import (
-    BOOK_CACHE,
-    batch_examples,
-    load_mnist_subset,
-    make_dataset,
-    read_image_folder,
-    write_image_folders,
-)
-from utils.devices import setup_devices
-from utils.distribute import all_reduce_method, max_abs_difference
-from utils.models import small_cnn
-from utils.plotting import plot_curves
-from utils.timing import median_time, printbar, timer
-from utils.training import EpochTimes, fit_model
+import importlib
 
-__all__ = [
-    "BOOK_CACHE",
-    "EpochTimes",
-    "all_reduce_method",
-    "batch_examples",
-    "fit_model",
-    "load_mnist_subset",
-    "make_dataset",
-    "max_abs_difference",
-    "median_time",
-    "plot_curves",
-    "printbar",
-    "read_image_folder",
-    "setup_devices",
-    "small_cnn",
-    "timer",
-    "write_image_folders",
-]
+_HOMES = {
+    "BOOK_CACHE": "utils.data",
+    "batch_examples": "utils.data",
+    "load_mnist_subset": "utils.data",
+    "make_dataset": "utils.data",
+    "read_image_folder": "utils.data",
+    "write_image_folders": "utils.data",
+    "setup_devices": "utils.devices",
+    "all_reduce_method": "utils.distribute",
+    "max_abs_difference": "utils.distribute",
+    "small_cnn": "utils.models",
+    "plot_curves": "utils.plotting",
+    "median_time": "utils.timing",
+    "printbar": "utils.timing",
+    "timer": "utils.timing",
+    "EpochTimes": "utils.training",
+    "fit_model": "utils.training",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'utils' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

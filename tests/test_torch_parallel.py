@@ -1,0 +1,56 @@
+"""utils.torch_parallel: the sampler's batches, and DDP on 2 CPU processes == one process."""
+
+import json
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from utils.torch_parallel import (
+    ddp_worker,
+    global_batches,
+    make_model,
+    rank_indices,
+    to_tensors,
+    train_one_process,
+)
+
+
+def test_model_is_seeded_and_shapes_match_the_tf_model():
+    a, b = make_model(0), make_model(0)
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
+    assert a(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    assert sum(p.numel() for p in a.parameters()) == 12810  # as utils.small_cnn
+
+
+def test_ranks_split_each_epoch_without_overlap_and_reshuffle():
+    first = [rank_indices(10, 2, r, epoch=0, seed=0) for r in range(2)]
+    assert len(first[0]) == len(first[1]) == 5 and not set(first[0]) & set(first[1])
+    assert rank_indices(10, 2, 0, epoch=1, seed=0) != first[0]
+
+
+def test_global_batches_join_the_ranks_batches():
+    batches = global_batches(10, 2, per_rank_batch=2, epoch=0, seed=0)
+    ranks = [rank_indices(10, 2, r, 0, 0) for r in range(2)]
+    assert batches == [ranks[0][0:2] + ranks[1][0:2], ranks[0][2:4] + ranks[1][2:4]]
+
+
+def test_to_tensors_makes_nchw():
+    data = to_tensors(np.zeros((3, 28, 28, 1), np.float32), np.array([1, 2, 3]))
+    assert data.tensors[0].shape == (3, 1, 28, 28) and data.tensors[1].dtype == torch.int64
+
+
+def test_ddp_on_two_cpu_processes_equals_one_process(tmp_path):
+    rng = np.random.default_rng(0)
+    data = to_tensors(rng.random((96, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 96),
+                      dtype=torch.float64)
+    args = (2, data, str(tmp_path), 2, 8, 0.1, 0, "float64")
+    mp.spawn(ddp_worker, args=args, nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    single = train_one_process(data, world_size=2, per_rank_batch=8, epochs=2, lr=0.1, seed=0,
+                               dtype=torch.float64).state_dict()
+    for name in single:
+        assert torch.equal(ranks[0][name], ranks[1][name]), name  # bit-identical ranks
+        assert (ranks[0][name] - single[name]).abs().max() < 1e-12, name
+    report = json.loads((tmp_path / "rank0.json").read_text())
+    assert report["steps_per_epoch"] == 6 and len(report["epoch_seconds"]) == 2

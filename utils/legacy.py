@@ -1,0 +1,64 @@
+"""A working re-creation of the removed `keras.utils.multi_gpu_model` (chapter 6).
+
+For learning and for reading old code only: new code should use `MirroredStrategy`.
+The original (Keras 2.0.9 to 2.3, `tf.keras` until TensorFlow 2.3) built a model that
+sliced every input batch into one part per GPU, ran the *template* model on each part under
+`tf.device`, and concatenated the outputs on the CPU; one graph computed all gradients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+
+class ParallelModel(keras.Model):
+    """The template model replicated over `devices` by batch slicing (see `multi_gpu_model`)."""
+
+    def __init__(self, template: keras.Model, devices: Sequence[str], merge_device: str):
+        super().__init__(name=f"parallel_{template.name}")
+        self.template = template
+        self.devices = list(devices)
+        self.merge_device = merge_device
+
+    def call(self, inputs, training=None):
+        parts = len(self.devices)
+        batch = tf.shape(inputs)[0]
+        tf.debugging.assert_greater_equal(
+            batch,
+            parts,
+            message=f"multi_gpu_model: a batch must hold at least one example per device "
+            f"({parts}); use a larger batch_size",
+        )
+        size = batch // parts
+        outputs = []
+        for index, device in enumerate(self.devices):
+            start = index * size
+            # like the original, the last device also takes the remainder of an uneven batch
+            stop = batch if index == parts - 1 else start + size
+            with tf.device(device):
+                outputs.append(self.template(inputs[start:stop], training=training))
+        with tf.device(self.merge_device):
+            return tf.concat(outputs, axis=0)
+
+
+def multi_gpu_model(
+    model: keras.Model, devices: Sequence[str], *, merge_device: str = "/cpu:0"
+) -> ParallelModel:
+    """Return a model that runs `model` on every device in `devices`, one batch slice each.
+
+    Introduced in chapter 6. The returned model shares `model`'s weights: train the wrapper,
+    save `model`. The original took `gpus=8` or a list of GPU ids; here `devices` is a list of
+    device names, such as the ones `setup_devices` returns.
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"multi_gpu_model: model must be a keras.Model; got {type(model).__name__}.")
+    devices = list(devices)
+    if len(devices) < 2 or len(set(devices)) != len(devices):
+        raise ValueError(
+            f"multi_gpu_model: give at least 2 distinct devices (the original required "
+            f"gpus >= 2); got {devices}. For one device, use the model itself."
+        )
+    return ParallelModel(model, devices, merge_device)
