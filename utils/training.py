@@ -33,6 +33,7 @@ def fit_model(
     build: Callable[[], keras.Model] = small_cnn,
     learning_rate: float = 0.05,
     validation_data=None,
+    steps_per_epoch: int | None = None,
 ) -> tuple[keras.Model, dict[str, list[float]]]:
     """Build, compile (SGD, cross-entropy on logits, accuracy) and `fit` a model.
 
@@ -50,6 +51,7 @@ def fit_model(
         )
     timer = EpochTimes()
     history = model.fit(
-        train_data, epochs=epochs, validation_data=validation_data, verbose=0, callbacks=[timer]
+        train_data, epochs=epochs, validation_data=validation_data, verbose=0, callbacks=[timer],
+        steps_per_epoch=steps_per_epoch,
     ).history
     return model, {**history, "epoch_seconds": timer.seconds}

@@ -1,0 +1,60 @@
+"""python -m utils.bench: options, the table, and a real quick run in a fresh process."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
+from utils.bench import Result, format_table, parse_args
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--replicas", "0"], "must be a positive integer"),
+        (["--replicas", "two"], "must be a positive integer, got 'two'"),
+        (["--mode", "keras"], "invalid choice"),
+        (["--global-batch", "63", "--replicas", "2"], "does not split evenly"),
+        (["--global-batch", "64", "--batch-per-replica", "32"], "not allowed with"),
+        (["--nonsense"], "unrecognized arguments"),
+    ],
+)
+def test_bad_options_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "usage: python -m utils.bench" in error and message in error
+
+
+def test_defaults():
+    args = parse_args([])
+    assert (args.replicas, args.mode, args.batch_per_replica, args.global_batch) == ([2], ["fit"], 64, None)
+
+
+def test_table_shows_cost_relative_to_the_baseline_of_the_same_mode():
+    rows = [Result("none", 1, "fit", 64, 10.0, 6400.0, 5), Result("mirrored", 2, "fit", 128, 25.0, 5120.0, 5)]
+    table = format_table(rows).splitlines()
+    assert table[1].split()[-1] == "1.00x" and table[2].split()[-1] == "1.25x"
+
+
+def test_quick_run_writes_rows_for_every_configuration(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "utils.bench", "--replicas", "1", "2", "--mode", "fit", "custom",
+         "--quick", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {(r["strategy"], r["replicas"], r["mode"]) for r in rows} == {
+        ("none", 1, "fit"), ("none", 1, "custom"), ("mirrored", 1, "fit"),
+        ("mirrored", 1, "custom"), ("mirrored", 2, "fit"), ("mirrored", 2, "custom"),
+    }
+    for row in rows:
+        assert row["samples_per_s"] > 0 and row["step_ms"] > 0
+        assert row["global_batch"] == 64 * row["replicas"]
+        assert abs(row["samples_per_s"] * row["step_ms"] / 1000 - row["global_batch"]) < 1e-6 * row["global_batch"] * 1000
+    assert "per-sample cost" in result.stdout and "benchmark" in result.stderr  # table + progress

@@ -1,0 +1,201 @@
+"""Steady-state training throughput, with and without MirroredStrategy (chapter 8).
+
+    python -m utils.bench --replicas 1 2 --mode fit custom --quick --json results.json
+
+Every configuration trains `small_cnn` on the bundled digits. The first timed block of each
+is a warm-up (tracing, allocation) and is discarded; the median of the remaining blocks is
+reported. A plain single-device run with no strategy is always included as the baseline.
+Works unchanged on GPUs (real devices) and CPUs (logical devices from `setup_devices`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+MODES = ("fit", "custom")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One benchmark row; `strategy` is "none" for the baseline, else "mirrored"."""
+
+    strategy: str
+    replicas: int
+    mode: str
+    global_batch: int
+    step_ms: float
+    samples_per_s: float
+    blocks: int
+
+
+def _dataset(global_batch: int):
+    from utils.data import load_mnist_subset, make_dataset
+
+    (x_train, y_train), _ = load_mnist_subset()
+    return make_dataset(x_train, y_train, global_batch).repeat()
+
+
+def _time_fit(strategy, data, steps: int, blocks: int) -> list[float]:
+    from utils.training import fit_model
+
+    _, history = fit_model(
+        data.take(steps * (blocks + 1)), strategy=strategy, epochs=blocks + 1,
+        steps_per_epoch=steps,
+    )
+    return history["epoch_seconds"][1:]
+
+
+def _time_custom(strategy, data, steps: int, blocks: int, global_batch: int) -> list[float]:
+    import keras
+    import tensorflow as tf
+
+    from utils.models import small_cnn
+
+    strategy = strategy or tf.distribute.get_strategy()  # the default: no distribution
+    with strategy.scope():
+        model = small_cnn()
+        optimizer = keras.optimizers.SGD(0.05)
+        optimizer.build(model.trainable_variables)
+        loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+    def replica_step(images, labels):
+        with tf.GradientTape() as tape:
+            per_example = loss_object(labels, model(images, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return loss
+
+    @tf.function
+    def step(batch):
+        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
+
+    batches = iter(strategy.experimental_distribute_dataset(data))
+    seconds = []
+    for _ in range(blocks + 1):
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = step(next(batches))
+        float(loss)  # wait for the last step
+        seconds.append(time.perf_counter() - start)
+    return seconds[1:]
+
+
+def measure(devices: list[str] | None, mode: str, global_batch: int, steps: int,
+            blocks: int) -> Result:
+    """Time one configuration: `devices=None` is the baseline with no strategy."""
+    import tensorflow as tf
+
+    strategy = None if devices is None else tf.distribute.MirroredStrategy(devices=devices)
+    replicas = 1 if devices is None else len(devices)
+    if global_batch % replicas:
+        raise ValueError(f"global batch {global_batch} does not split evenly over {replicas} replicas")
+    data = _dataset(global_batch)
+    if mode == "fit":
+        seconds = _time_fit(strategy, data, steps, blocks)
+    else:
+        seconds = _time_custom(strategy, data, steps, blocks, global_batch)
+    block = statistics.median(seconds)
+    return Result(
+        strategy="none" if devices is None else "mirrored",
+        replicas=replicas,
+        mode=mode,
+        global_batch=global_batch,
+        step_ms=1000 * block / steps,
+        samples_per_s=global_batch * steps / block,
+        blocks=len(seconds),
+    )
+
+
+def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
+                  batch_per_replica: int = 64, global_batch: int | None = None,
+                  steps: int = 20, blocks: int = 5, progress: bool = True) -> list[Result]:
+    """Measure the baseline and MirroredStrategy over the first r of `devices` for each r.
+
+    Each configuration's global batch is `global_batch` when given (the same work per step
+    for every row), else `batch_per_replica` times its replica count (the same work per device).
+    """
+    from tqdm import tqdm
+
+    configs = [(None, mode) for mode in modes]
+    configs += [(devices[:r], mode) for r in replicas for mode in modes]
+    results = []
+    with tqdm(configs, desc="benchmark", disable=not progress, file=sys.stderr) as bar:
+        for config_devices, mode in bar:
+            label = "no strategy" if config_devices is None else f"{len(config_devices)} replicas"
+            bar.set_postfix_str(f"{label}, {mode}")
+            count = 1 if config_devices is None else len(config_devices)
+            batch = global_batch or batch_per_replica * count
+            results.append(measure(config_devices, mode, batch, steps, blocks))
+    return results
+
+
+def format_table(results: list[Result]) -> str:
+    """The results as a text table, with each row's cost per sample relative to the baseline."""
+    baseline = {r.mode: r for r in results if r.strategy == "none"}
+    lines = [f"{'strategy':<9} {'replicas':>8} {'mode':<7} {'global batch':>12} "
+             f"{'step ms':>9} {'samples/s':>10} {'per-sample cost':>16}"]
+    for r in results:
+        relative = baseline[r.mode].samples_per_s / r.samples_per_s
+        lines.append(f"{r.strategy:<9} {r.replicas:>8} {r.mode:<7} {r.global_batch:>12} "
+                     f"{r.step_ms:>9.1f} {r.samples_per_s:>10.0f} {relative:>15.2f}x")
+    return "\n".join(lines)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.bench",
+        description="Training throughput of small_cnn with and without MirroredStrategy.",
+    )
+    parser.add_argument("--replicas", type=_positive, nargs="+", default=[2],
+                        help="MirroredStrategy replica counts to measure (default: 2)")
+    parser.add_argument("--mode", nargs="+", choices=MODES, default=["fit"],
+                        help="training loop(s) to time (default: fit)")
+    batch = parser.add_mutually_exclusive_group()
+    batch.add_argument("--batch-per-replica", type=_positive, default=64,
+                       help="examples per replica per step (default: 64)")
+    batch.add_argument("--global-batch", type=_positive,
+                       help="examples per step for every row instead (a multiple of each replica count)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer and shorter timing blocks, for a smoke test")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows to FILE as JSON")
+    args = parser.parse_args(argv)
+    uneven = [r for r in args.replicas if args.global_batch and args.global_batch % r]
+    if uneven:
+        parser.error(f"--global-batch {args.global_batch} does not split evenly over {uneven} replicas")
+    return args
+
+
+def main(argv: list[str] | None = None) -> list[Result]:
+    args = parse_args(argv)
+    from utils.devices import setup_devices
+
+    devices = setup_devices(max(args.replicas))
+    steps, blocks = (5, 2) if args.quick else (20, 5)
+    results = run_benchmark(devices, sorted(set(args.replicas)), args.mode,
+                            batch_per_replica=args.batch_per_replica,
+                            global_batch=args.global_batch, steps=steps, blocks=blocks)
+    print(format_table(results))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump([asdict(r) for r in results], handle, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    main()
