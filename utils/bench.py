@@ -11,6 +11,7 @@ Works unchanged on GPUs (real devices) and CPUs (logical devices from `setup_dev
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -33,10 +34,17 @@ class Result:
     blocks: int
 
 
-def _dataset(global_batch: int):
-    from utils.data import load_mnist_subset, make_dataset
+@functools.lru_cache(maxsize=1)
+def _training_digits():
+    from utils.data import load_mnist_subset
 
-    (x_train, y_train), _ = load_mnist_subset()
+    return load_mnist_subset()[0]
+
+
+def _dataset(global_batch: int):
+    from utils.data import make_dataset
+
+    x_train, y_train = _training_digits()
     return make_dataset(x_train, y_train, global_batch).repeat()
 
 
