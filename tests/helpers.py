@@ -18,3 +18,14 @@ def run_fresh(code: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
+
+
+def count_nvidia_gpus(run=subprocess.run) -> int:
+    """How many NVIDIA GPUs `nvidia-smi -L` lists; 0 when there is no driver or no GPU."""
+    try:
+        listing = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return 0
+    if listing.returncode != 0:
+        return 0
+    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))

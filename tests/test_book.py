@@ -120,3 +120,22 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     command = re.search(r"<!-- test-command -->\s*```\w*\n(.+?)\n```", readme, re.S).group(1)
     assert command.strip() in (ROOT / ".ci" / "run").read_text()
+
+
+class _Listing:
+    def __init__(self, returncode, stdout):
+        self.returncode, self.stdout = returncode, stdout
+
+
+@pytest.mark.parametrize(
+    "behaviour, expected",
+    [
+        (lambda *a, **k: _Listing(0, "GPU 0: Tesla T4 (UUID: x)\nGPU 1: Tesla T4 (UUID: y)\n"), 2),
+        (lambda *a, **k: _Listing(9, "NVIDIA-SMI has failed"), 0),
+        (lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError()), 0),
+    ],
+)
+def test_gpu_machines_are_detected_for_nbval_lax_mode(behaviour, expected):
+    from tests.helpers import count_nvidia_gpus
+
+    assert count_nvidia_gpus(run=behaviour) == expected

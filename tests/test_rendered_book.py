@@ -1,0 +1,97 @@
+"""The rendered book in a real browser: outputs and figures show, Colab links point at each
+page's own notebook, and internal links resolve.
+
+Uses Debian's Chromium (`apt-get install chromium`) driven by Playwright; no browser is
+downloaded. CI (CI=true) fails when Chromium is missing; elsewhere these tests are skipped.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+import yaml
+
+from tests.helpers import ROOT
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+PAGES = [entry["file"] for entry in yaml.safe_load((ROOT / "_toc.yml").read_text())["chapters"]]
+
+if CHROMIUM is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI needs Debian's Chromium for the browser tests: apt-get install chromium")
+    pytest.skip("Chromium not installed (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """Build the book from the working tree, with warnings as errors, into a fresh folder."""
+    out = tmp_path_factory.mktemp("book")
+    build = subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", "--all", "-W",
+         "--path-output", str(out), str(ROOT)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    return out / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        yield chromium
+        chromium.close()
+
+
+def image_outputs(notebook_path: Path) -> int:
+    notebook = json.loads(notebook_path.read_text())
+    return sum("image/png" in output.get("data", {})
+               for cell in notebook["cells"] for output in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("page_name", PAGES)
+def test_chapter_page_renders_outputs_figures_and_its_own_colab_link(site, browser, page_name):
+    page = browser.new_page()
+    page.route("http*://**", lambda route: route.abort())  # offline: nothing may be fetched
+    page.goto((site / f"{page_name}.html").as_uri())
+    outputs = page.locator("div.cell_output").all_inner_texts()
+    assert any(text.strip() for text in outputs), "no executed output is shown"
+    assert not any("oneDNN" in text or "cuInit" in text for text in outputs), "stderr is shown"
+
+    figures = page.evaluate(
+        "Array.from(document.querySelectorAll('div.cell_output img')).map(i => i.naturalWidth)")
+    assert len(figures) == image_outputs(ROOT / f"{page_name}.ipynb")
+    assert all(width > 0 for width in figures), "a figure did not render"
+
+    repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
+    expected = (f"https://colab.research.google.com/github/{repo}/blob/"
+                f"{CONFIG['repository']['branch']}/{page_name}.ipynb")
+    colab = page.evaluate(
+        "Array.from(document.querySelectorAll('a')).map(a => a.href).filter(h => h.includes('colab.research'))")
+    assert colab and set(colab) == {expected}
+    page.close()
+
+
+@pytest.mark.parametrize("page_name", ["intro", *PAGES])
+def test_internal_links_resolve(site, browser, page_name):
+    page = browser.new_page()
+    page.route("http*://**", lambda route: route.abort())
+    page.goto((site / f"{page_name}.html").as_uri())
+    links = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+    local = {unquote(urlparse(link).path) for link in links if link.startswith("file://")}
+    assert local, "no internal links found"
+    missing = sorted(path for path in local if not Path(path).exists())
+    assert not missing, missing
+    page.close()
