@@ -2,6 +2,9 @@
 
 import os
 
+import nbformat
+import pytest
+
 from tests.helpers import count_nvidia_gpus
 
 
@@ -22,9 +25,49 @@ def pytest_configure(config):
                   "(all cells and assertions run; outputs compared only where marked).")
 
 
-def pytest_collection_modifyitems(items):
-    """Do not compare stderr in notebooks: TensorFlow logs to it nondeterministically."""
-    for item in items:
+class RunAllAgain(pytest.Item):
+    """After nbval has run a notebook, run all its code cells again in the same kernel.
+
+    Readers press "Run all" twice; a chapter must not fail the second time (device setup
+    repeated, files already written, global settings already changed).
+    """
+
+    def runtest(self):
+        kernel = self.parent.kernel
+        timeout = self.config.option.nbval_cell_timeout
+        notebook = nbformat.read(str(self.parent.fspath), as_version=4)
+        code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+        for index, source in enumerate(code):
+            msg_id = kernel.execute_cell_input(source, allow_stdin=False)
+            while True:
+                reply = kernel.get_message(stream="shell", timeout=timeout)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    break
+            kernel.await_idle(msg_id, timeout)
+            content = reply["content"]
+            if content["status"] == "error":
+                raise AssertionError(f"code cell {index} failed when run again: "
+                                     f"{content['ename']}: {content['evalue']}")
+
+    def repr_failure(self, excinfo):
+        return str(excinfo.value)
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.parent.name}::Run all again"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Do not compare stderr in notebooks (TensorFlow logs to it nondeterministically), and
+    follow each notebook's cells with a second run of all of them."""
+    extended = []
+    for position, item in enumerate(items):
+        extended.append(item)
         notebook = getattr(item, "parent", None)
-        if hasattr(notebook, "skip_compare") and "stderr" not in notebook.skip_compare:
+        if not hasattr(notebook, "skip_compare"):
+            continue
+        if "stderr" not in notebook.skip_compare:
             notebook.skip_compare = (*notebook.skip_compare, "stderr")
+        following = items[position + 1] if position + 1 < len(items) else None
+        if getattr(following, "parent", None) is not notebook:
+            extended.append(RunAllAgain.from_parent(notebook, name="Run all again"))
+    items[:] = extended
