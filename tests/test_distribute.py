@@ -31,8 +31,9 @@ def test_plot_curves_draws_one_line_per_run_and_panel_per_metric():
     assert all(len(axis.get_lines()) == 5 for axis in figure.axes)
 
 
-def test_mirrored_fit_equals_one_device_and_reports_its_all_reduce():
-    """MirroredStrategy on 2 logical CPUs trains the same weights as one plain device."""
+def test_mirrored_fit_equals_one_device_and_the_custom_step_and_reports_its_all_reduce():
+    """MirroredStrategy on 2 logical CPUs trains the same weights as one plain device, and
+    make_distributed_step trains the same weights as fit."""
     result = run_fresh(
         """
         from utils import setup_devices
@@ -47,6 +48,17 @@ def test_mirrored_fit_equals_one_device_and_reports_its_all_reduce():
         one, one_history = fit_model(data, epochs=1)
         two, two_history = fit_model(data, strategy=mirrored, epochs=1)
         print("DIFF", max_abs_difference(one.get_weights(), two.get_weights()))
+
+        import keras
+        from utils import make_distributed_step, small_cnn
+        with mirrored.scope():
+            custom = small_cnn()
+            optimizer = keras.optimizers.SGD(0.05)
+            optimizer.build(custom.trainable_variables)
+        step = make_distributed_step(mirrored, custom, optimizer, 64)
+        losses = [float(step(batch)) for batch in mirrored.experimental_distribute_dataset(data)]
+        print("CUSTOM", max_abs_difference(two.get_weights(), custom.get_weights()))
+        print("CUSTOM_LOSS", sum(losses) / len(losses))
         print("LOSS", one_history["loss"][0], two_history["loss"][0])
         print("EPOCHS", len(two_history["epoch_seconds"]))
         print("METHOD", all_reduce_method(mirrored))
@@ -61,5 +73,7 @@ def test_mirrored_fit_equals_one_device_and_reports_its_all_reduce():
     one_loss, two_loss = map(float, lines["LOSS"].split())
     assert abs(one_loss - two_loss) < 1e-5
     assert lines["EPOCHS"] == "1"
+    assert float(lines["CUSTOM"]) < 1e-6  # the custom step trains what fit trains
+    assert abs(float(lines["CUSTOM_LOSS"]) - two_loss) < 1e-5
     assert "METHOD CollectiveAllReduce (RING)" in result.stdout
     assert "METHOD ReductionToOneDevice" in result.stdout

@@ -24,6 +24,7 @@ _HOMES = {
     "timer": "utils.timing",
     "EpochTimes": "utils.training",
     "fit_model": "utils.training",
+    "make_distributed_step": "utils.training",
 }
 
 __all__ = sorted(_HOMES)

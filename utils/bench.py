@@ -63,26 +63,14 @@ def _time_custom(strategy, data, steps: int, blocks: int, global_batch: int) -> 
     import tensorflow as tf
 
     from utils.models import small_cnn
+    from utils.training import make_distributed_step
 
     strategy = strategy or tf.distribute.get_strategy()  # the default: no distribution
     with strategy.scope():
         model = small_cnn()
         optimizer = keras.optimizers.SGD(0.05)
         optimizer.build(model.trainable_variables)
-        loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-
-    def replica_step(images, labels):
-        with tf.GradientTape() as tape:
-            per_example = loss_object(labels, model(images, training=True))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-        gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-        return loss
-
-    @tf.function
-    def step(batch):
-        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
-
+    step = make_distributed_step(strategy, model, optimizer, global_batch)
     batches = iter(strategy.experimental_distribute_dataset(data))
     seconds = []
     for _ in range(blocks + 1):

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 import keras
+import tensorflow as tf
 
 from utils.models import small_cnn
 
@@ -55,3 +56,28 @@ def fit_model(
         steps_per_epoch=steps_per_epoch,
     ).history
     return model, {**history, "epoch_seconds": timer.seconds}
+
+
+def make_distributed_step(strategy, model: keras.Model, optimizer, global_batch_size: int):
+    """The custom-loop training step of chapter 4, as a `tf.function` of a distributed batch.
+
+    Each replica computes the cross-entropy of its slice per example, scales it with
+    `tf.nn.compute_average_loss(..., global_batch_size)` and applies its gradients (Keras
+    sums them across replicas); the step returns the batch loss (replica losses summed).
+    Build the optimizer before the first call. Used by chapter 9 and `utils.bench`.
+    """
+    loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+    def replica_step(images, labels):
+        with tf.GradientTape() as tape:
+            per_example = loss_object(labels, model(images, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return loss
+
+    @tf.function
+    def step(batch):
+        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
+
+    return step
