@@ -9,6 +9,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def colab_url(notebook: str) -> str:
+    """The Colab link a page must carry for `notebook` (a path such as chapters/x.ipynb)."""
+    import yaml
+
+    repository = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    repo = repository["url"].removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{repo}/blob/{repository['branch']}/{notebook}"
+
+
 def run_fresh(code: str) -> subprocess.CompletedProcess:
     """Run `code` in a new Python process with the repository root as working directory."""
     return subprocess.run(

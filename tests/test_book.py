@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import colab_url
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -56,10 +58,8 @@ def test_config_builds_from_committed_outputs():
 def test_title_and_colab_badge_point_at_this_notebook(path):
     first = load(path)["cells"][0]
     assert first["cell_type"] == "markdown" and source(first).startswith("# ")
-    repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
-    url = f"https://colab.research.google.com/github/{repo}/blob/{CONFIG['repository']['branch']}/{path.as_posix()}"
     links = re.findall(r"https://colab\.research\.google\.com/github/[^)\s]+", source(first))
-    assert links == [url]
+    assert links == [colab_url(path.as_posix())]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)

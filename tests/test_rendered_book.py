@@ -16,10 +16,9 @@ from urllib.parse import unquote, urlparse
 import pytest
 import yaml
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, colab_url
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 PAGES = [entry["file"] for entry in yaml.safe_load((ROOT / "_toc.yml").read_text())["chapters"]]
 
 if CHROMIUM is None:
@@ -75,9 +74,7 @@ def test_chapter_page_renders_outputs_figures_and_its_own_colab_link(site, brows
     assert len(figures) == image_outputs(ROOT / f"{page_name}.ipynb")
     assert all(width > 0 for width in figures), "a figure did not render"
 
-    repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
-    expected = (f"https://colab.research.google.com/github/{repo}/blob/"
-                f"{CONFIG['repository']['branch']}/{page_name}.ipynb")
+    expected = colab_url(f"{page_name}.ipynb")
     colab = page.evaluate(
         "Array.from(document.querySelectorAll('a')).map(a => a.href).filter(h => h.includes('colab.research'))")
     assert colab and set(colab) == {expected}
