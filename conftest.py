@@ -4,8 +4,22 @@ import os
 
 import nbformat
 import pytest
+from nbval.plugin import IPyNbCell
 
 from tests.helpers import count_nvidia_gpus
+from tests.output_policy import TolerantText
+
+_nbval_sanitize = IPyNbCell.sanitize
+
+
+def _sanitize_for_the_output_policy(self, text):
+    """nbval's sanitizer, returning text whose `!=` follows tests/output_policy.py."""
+    sanitized = _nbval_sanitize(self, text)
+    return TolerantText(sanitized) if isinstance(sanitized, str) else sanitized
+
+
+# nbval compares sanitized outputs with `!=`: this is how floats get a tolerance.
+IPyNbCell.sanitize = _sanitize_for_the_output_policy
 
 
 def pytest_configure(config):

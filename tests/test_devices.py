@@ -50,15 +50,76 @@ def test_rejects_non_integer_counts(bad):
         setup_devices(bad)
 
 
-def test_rejects_bad_gpu_memory_limit():
+@pytest.mark.parametrize("bad", [0, 63, 2048.0, "2048", True])
+def test_rejects_bad_gpu_memory_limit(bad):
     with pytest.raises(ValueError, match="gpu_memory_limit_mb"):
-        setup_devices(2, gpu_memory_limit_mb=0)
+        setup_devices(2, gpu_memory_limit_mb=bad)
 
 
 def test_describes_each_plan():
-    assert "logical CPU" in plan_devices(2, 0).describe(2048)
-    assert "2048 MB" in plan_devices(2, 1).describe(2048)
-    assert "2 of 4 physical GPU" in plan_devices(2, 4).describe(2048)
+    assert "logical CPU" in plan_devices(2, 0).describe(None)
+    assert "2048 MB" in plan_devices(2, 1).describe(None)
+    assert "1000 MB" in plan_devices(2, 1).describe(1000)
+    assert "2 of 4 physical GPU(s), memory growth on; TF32 off" in plan_devices(2, 4).describe(None)
+    assert "1 of 1 physical GPU(s), capped at 4096 MB" in plan_devices(1, 1).describe(4096)
+
+
+class FakeGPUs:
+    """Stands in for TensorFlow's device configuration on a machine with `count` GPUs and
+    records what `setup_devices` asks of it."""
+
+    def __init__(self, monkeypatch, count):
+        import tensorflow as tf
+
+        self.calls = []
+        self.gpus = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU")
+                     for i in range(count)]
+        self.logical = []
+        config, experimental = tf.config, tf.config.experimental
+        monkeypatch.setattr(config, "list_physical_devices",
+                            lambda kind=None: self.gpus if kind == "GPU" else [])
+        monkeypatch.setattr(config, "set_logical_device_configuration", self.configure)
+        monkeypatch.setattr(config, "list_logical_devices", lambda kind=None: self.logical)
+        monkeypatch.setattr(experimental, "get_memory_growth", lambda gpu: False)
+        monkeypatch.setattr(experimental, "set_memory_growth",
+                            lambda gpu, on: self.calls.append(("growth", gpu.name, on)))
+        monkeypatch.setattr(experimental, "enable_tensor_float_32_execution",
+                            lambda on: self.calls.append(("tf32", on)))
+        self.logical = [tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU") for i in range(count)]
+
+    def configure(self, gpu, configs):
+        import tensorflow as tf
+
+        self.calls.append(("limit", gpu.name, [c.memory_limit for c in configs]))
+        if len(configs) > 1:
+            self.logical = [tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU")
+                            for i in range(len(configs))]
+
+
+def test_one_gpu_honours_the_memory_limit(monkeypatch):
+    fake = FakeGPUs(monkeypatch, 1)
+    assert setup_devices(1, gpu_memory_limit_mb=1024, verbose=False) == ["/device:GPU:0"]
+    assert fake.calls == [("limit", "/physical_device:GPU:0", [1024]), ("tf32", False)]
+
+
+def test_one_gpu_without_a_limit_grows(monkeypatch):
+    fake = FakeGPUs(monkeypatch, 1)
+    setup_devices(1, verbose=False)
+    assert fake.calls == [("growth", "/physical_device:GPU:0", True), ("tf32", False)]
+
+
+def test_one_gpu_split_uses_the_default_limit(monkeypatch):
+    fake = FakeGPUs(monkeypatch, 1)
+    assert len(setup_devices(3, verbose=False)) == 3
+    assert fake.calls[0] == ("limit", "/physical_device:GPU:0", [2048] * 3)
+
+
+def test_eight_gpus_cap_only_those_used(monkeypatch):
+    fake = FakeGPUs(monkeypatch, 8)
+    devices = setup_devices(2, gpu_memory_limit_mb=8000, verbose=False)
+    assert devices == ["/device:GPU:0", "/device:GPU:1"]
+    assert fake.calls == [("limit", f"/physical_device:GPU:{i}", [8000]) for i in range(2)] + [
+        ("tf32", False)]
 
 
 def test_two_logical_cpus_are_distinct_and_rerun_is_harmless():

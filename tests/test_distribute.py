@@ -48,6 +48,7 @@ def test_mirrored_fit_equals_one_device_and_the_custom_step_and_reports_its_all_
         one, one_history = fit_model(data, epochs=1)
         two, two_history = fit_model(data, strategy=mirrored, epochs=1)
         print("DIFF", max_abs_difference(one.get_weights(), two.get_weights()))
+        print("XLA", one.jit_compile, two.jit_compile)
 
         import keras
         from utils import make_distributed_step, small_cnn
@@ -73,6 +74,7 @@ def test_mirrored_fit_equals_one_device_and_the_custom_step_and_reports_its_all_
     one_loss, two_loss = map(float, lines["LOSS"].split())
     assert abs(one_loss - two_loss) < 1e-5
     assert lines["EPOCHS"] == "1"
+    assert lines["XLA"] == "False False"  # stated, not Keras's device-dependent "auto"
     assert float(lines["CUSTOM"]) < 1e-6  # the custom step trains what fit trains
     assert abs(float(lines["CUSTOM_LOSS"]) - two_loss) < 1e-5
     assert "METHOD CollectiveAllReduce (RING)" in result.stdout

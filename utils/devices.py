@@ -26,7 +26,7 @@ class DevicePlan:
     kind: str  # "GPU" or "CPU": the device type the returned names refer to
     split: bool  # True when one physical device is carved into n logical devices
 
-    def describe(self, gpu_memory_limit_mb: int) -> str:
+    def describe(self, gpu_memory_limit_mb: int | None) -> str:
         """One sentence saying what was set up."""
         if self.kind == "CPU":
             return (
@@ -35,10 +35,12 @@ class DevicePlan:
             )
         if self.split:
             return (
-                f"{self.n} logical GPUs of {gpu_memory_limit_mb} MB each, carved out of "
-                "1 physical GPU: a simulation that checks correctness, not speed"
+                f"{self.n} logical GPUs of {gpu_memory_limit_mb or DEFAULT_GPU_MEMORY_LIMIT_MB} "
+                "MB each, carved out of 1 physical GPU: a simulation that checks correctness, "
+                "not speed; TF32 off"
             )
-        return f"{self.n} of {self.num_gpus} physical GPU(s), memory growth on"
+        memory = f"capped at {gpu_memory_limit_mb} MB each" if gpu_memory_limit_mb else "memory growth on"
+        return f"{self.n} of {self.num_gpus} physical GPU(s), {memory}; TF32 off"
 
 
 def _check_count(n: object) -> int:
@@ -82,30 +84,40 @@ def _restart_message(n: int) -> str:
     )
 
 
-def setup_devices(
-    n: int,
-    *,
-    gpu_memory_limit_mb: int = DEFAULT_GPU_MEMORY_LIMIT_MB,
-    verbose: bool = True,
-) -> list[str]:
-    """Return the names of `n` distinct devices for `MirroredStrategy(devices=...)`.
-
-    Introduced in chapter 1. With at least `n` physical GPUs, the first `n` are used (memory
-    growth on). With exactly one GPU, it is split into `n` logical GPUs of
-    `gpu_memory_limit_mb` each. With no GPU, the CPU is split into `n` logical CPUs.
-
-    Call it before any other TensorFlow call. Calling it again with the same request returns
-    the same names; a different request once TensorFlow runs raises RuntimeError.
-    """
-    import tensorflow as tf
-
+def _check_memory_limit(gpu_memory_limit_mb: object) -> None:
+    if gpu_memory_limit_mb is None:
+        return
     if isinstance(gpu_memory_limit_mb, bool) or not isinstance(gpu_memory_limit_mb, int) or (
         gpu_memory_limit_mb < 64
     ):
         raise ValueError(
-            f"setup_devices: gpu_memory_limit_mb must be an int of at least 64 (MB); "
+            f"setup_devices: gpu_memory_limit_mb must be None or an int of at least 64 (MB); "
             f"got {gpu_memory_limit_mb!r}."
         )
+
+
+def setup_devices(
+    n: int,
+    *,
+    gpu_memory_limit_mb: int | None = None,
+    verbose: bool = True,
+) -> list[str]:
+    """Return the names of `n` distinct devices for `MirroredStrategy(devices=...)`.
+
+    Introduced in chapter 1. With at least `n` physical GPUs, the first `n` are used, each
+    capped at `gpu_memory_limit_mb` if given, else with memory growth on. With exactly one
+    GPU and `n > 1`, it is split into `n` logical GPUs of `gpu_memory_limit_mb` each
+    (default 2048). With no GPU, the CPU is split into `n` logical CPUs.
+
+    On GPUs it turns TensorFlow's TF32 mode off (Ampere and newer GPUs otherwise multiply
+    float32 matrices with 10-bit mantissas), so the book's float32 comparisons hold there.
+
+    Call it before any other TensorFlow call. Calling it again with the same request returns
+    the same names; a different request once TensorFlow runs raises RuntimeError.
+    """
+    _check_memory_limit(gpu_memory_limit_mb)
+    import tensorflow as tf
+
     gpus = tf.config.list_physical_devices("GPU")
     plan = plan_devices(n, len(gpus))
     try:
@@ -114,16 +126,24 @@ def setup_devices(
             logical = [tf.config.LogicalDeviceConfiguration()] * plan.n
             tf.config.set_logical_device_configuration(cpu, logical)
         elif plan.split:
-            limit = tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_limit_mb)
-            tf.config.set_logical_device_configuration(gpus[0], [limit] * plan.n)
+            limit = gpu_memory_limit_mb or DEFAULT_GPU_MEMORY_LIMIT_MB
+            config = tf.config.LogicalDeviceConfiguration(memory_limit=limit)
+            tf.config.set_logical_device_configuration(gpus[0], [config] * plan.n)
+        elif gpu_memory_limit_mb:
+            config = tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_limit_mb)
+            for gpu in gpus[: plan.n]:
+                tf.config.set_logical_device_configuration(gpu, [config])
         else:
             for gpu in gpus:
                 if not tf.config.experimental.get_memory_growth(gpu):
                     tf.config.experimental.set_memory_growth(gpu, True)
-    except RuntimeError:
-        # TF's own message ("Virtual devices cannot be modified after being initialized")
-        # does not say what to do; ours does.
+    except (RuntimeError, ValueError):
+        # TF's own messages ("Virtual devices cannot be modified after being initialized",
+        # "Cannot set memory growth on device when virtual devices configured") do not say
+        # what to do; ours does.
         raise RuntimeError(_restart_message(plan.n)) from None
+    if gpus:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
 
     devices = [device.name for device in tf.config.list_logical_devices(plan.kind)][: plan.n]
     if len(devices) != plan.n:  # e.g. CUDA_VISIBLE_DEVICES changed what TF can see

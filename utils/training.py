@@ -41,6 +41,10 @@ def fit_model(
     Introduced in chapter 3. With a `strategy`, the model and optimizer are created inside
     `strategy.scope()` (the two-line change); with None, on TensorFlow's default device. The
     history gets an `epoch_seconds` entry with each epoch's wall time.
+
+    XLA is off in every case (`jit_compile=False`): Keras's default, "auto", turns it on for
+    a no-strategy `fit` on a machine with a GPU and off under any tf.distribute strategy, so
+    a comparison of the two would compare XLA with non-XLA.
     """
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
@@ -49,6 +53,7 @@ def fit_model(
             optimizer=keras.optimizers.SGD(learning_rate),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
+            jit_compile=False,
         )
     timer = EpochTimes()
     history = model.fit(

@@ -1,0 +1,79 @@
+"""The book's output policy: how a re-run chapter's printed output is compared with the
+committed one. Declared here once; conftest.py makes nbval use it.
+
+Committed outputs come from one machine; readers re-run them on other CPUs, other core
+counts and GPUs, where results of float arithmetic differ in their last digits. So, after
+nbval_sanitize.cfg has masked what legitimately varies (timings, addresses):
+
+- **exactly**: all text, and every integer (counts, shapes, indices, epochs, booleans and
+  device names are text or integers);
+- **within a tolerance**: every number written with a decimal point or an exponent
+  (`92.7`, `0.3944`, `4e-08`). Two such numbers match when they differ by at most the
+  largest of `ABSOLUTE`, `RELATIVE` times the larger of the two, and one unit of the last
+  digit either of them prints (92.7 vs 92.6 is rounding; 92.7 vs 40.1 is a regression).
+
+What a chapter claims is asserted in its cells, with tolerances that hold on any hardware;
+this comparison only keeps the printed numbers honest.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Relative tolerance for printed floats: 5% of the larger value.
+RELATIVE = 0.05
+#: Absolute tolerance for printed floats: differences of rounding-error size (float32 ~1e-7).
+ABSOLUTE = 1e-5
+
+# A number that is not part of a word or of a dotted version string such as 2.21.0.
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.]*\d)")
+
+
+def _is_float(token: str) -> bool:
+    return "." in token or "e" in token.lower()
+
+
+def _last_digit_unit(token: str) -> float:
+    """The value of one unit in the last printed digit: 0.1 for 92.7, 1e-08 for 4e-08."""
+    mantissa, _, exponent = token.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    if exponent and float(mantissa) == 0:
+        return 0.0  # 0e+00 is an exact zero, not "something below 1"
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def numbers_match(reference: str, actual: str) -> bool:
+    """Whether two printed numbers agree under the policy (integers: exactly)."""
+    if not (_is_float(reference) and _is_float(actual)):
+        return reference == actual
+    a, b = float(reference), float(actual)
+    allowed = max(ABSOLUTE, RELATIVE * max(abs(a), abs(b)),
+                  _last_digit_unit(reference), _last_digit_unit(actual))
+    return abs(a - b) <= allowed
+
+
+def outputs_match(reference: str, actual: str) -> bool:
+    """Whether two printed outputs agree: the same text, the same integers, floats within
+    the tolerance."""
+    if reference == actual:
+        return True
+    ref_text, act_text = _NUMBER.split(reference), _NUMBER.split(actual)
+    if ref_text != act_text:
+        return False
+    return all(numbers_match(r, a)
+               for r, a in zip(_NUMBER.findall(reference), _NUMBER.findall(actual)))
+
+
+class TolerantText(str):
+    """A sanitized output whose `==` and `!=` follow the output policy (what nbval uses)."""
+
+    def __eq__(self, other):
+        if not isinstance(other, str):
+            return NotImplemented
+        return outputs_match(str(self), str(other))
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__

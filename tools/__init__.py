@@ -1,0 +1,1 @@
+"""Maintenance commands for the book's authors (not imported by the chapters)."""
