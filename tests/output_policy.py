@@ -11,6 +11,11 @@ nbval_sanitize.cfg has masked what legitimately varies (timings, addresses):
   (`92.7`, `0.3944`, `4e-08`). Two such numbers match when they differ by at most the
   largest of `ABSOLUTE`, `RELATIVE` times the larger of the two, and one unit of the last
   digit either of them prints (92.7 vs 92.6 is rounding; 92.7 vs 40.1 is a regression).
+- numbers in **scientific notation** are, throughout the book, sizes of differences between
+  two computations (`largest weight difference 4e-03`): rounding noise, whose digits change
+  with the thread count and whose order of magnitude is the information. They also match
+  when they are within a factor of `SCIENTIFIC_FACTOR` of each other (4e-03 vs 6e-03, not
+  4e-08 vs 3e-04).
 
 What a chapter claims is asserted in its cells, with tolerances that hold on any hardware;
 this comparison only keeps the printed numbers honest.
@@ -24,6 +29,8 @@ import re
 RELATIVE = 0.05
 #: Absolute tolerance for printed floats: differences of rounding-error size (float32 ~1e-7).
 ABSOLUTE = 1e-5
+#: Numbers in scientific notation (sizes of differences) may differ by this factor.
+SCIENTIFIC_FACTOR = 10.0
 
 # A number that is not part of a word or of a dotted version string such as 2.21.0.
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.]*\d)")
@@ -49,7 +56,10 @@ def numbers_match(reference: str, actual: str) -> bool:
     a, b = float(reference), float(actual)
     allowed = max(ABSOLUTE, RELATIVE * max(abs(a), abs(b)),
                   _last_digit_unit(reference), _last_digit_unit(actual))
-    return abs(a - b) <= allowed
+    if abs(a - b) <= allowed:
+        return True
+    scientific = "e" in (reference + actual).lower()
+    return scientific and a * b > 0 and max(a / b, b / a) <= SCIENTIFIC_FACTOR
 
 
 def outputs_match(reference: str, actual: str) -> bool:

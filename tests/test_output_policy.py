@@ -13,6 +13,7 @@ from tests.output_policy import ABSOLUTE, TolerantText, numbers_match, outputs_m
     ("by hand vs one device 2.0e-07", "by hand vs one device 2.1e-07"),
     ("largest difference 0.0e+00", "largest difference 7.5e-08"),
     ("largest difference from one process: 2.2e-16", "largest difference from one process: 3.3e-16"),
+    ("loss difference 7e-05, weight difference 6e-03", "loss difference 4e-05, weight difference 4e-03"),
     ("final loss 0.05", "final loss 0.06"),  # one unit of the last printed digit
     ("loss 2.29, accuracy 21.7%", "loss 2.31, accuracy 22.1%"),  # within 5%
     ("same text", "same text"),
@@ -26,6 +27,8 @@ def test_rounding_differences_match(reference, actual):
     ("final loss 0.39", "final loss 0.52"),
     ("largest difference 4e-08", "largest difference 3e-04"),
     ("largest difference 0e+00", "largest difference 0.5"),  # 0e+00 is exactly zero
+    ("weight difference 2e-02", "weight difference 4e-04"),  # sizes more than 10x apart
+    ("weight difference 2e-02", "weight difference -2e-02"),
     ("[400 400 400]", "[400 400 399]"),  # integers: counts are exact
     ("shape (32, 28, 28, 1)", "shape (32, 28, 28, 2)"),
     ("epoch 3/3", "epoch 3/4"),
