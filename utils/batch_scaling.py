@@ -1,0 +1,46 @@
+"""What to change when the global batch grows (chapter 11): the learning-rate rule of
+Goyal et al. (2017), "Accurate, Large Minibatch SGD", with its gradual warm-up."""
+
+from __future__ import annotations
+
+import numbers
+
+import keras
+
+
+def _positive(name: str, value: object, kind: type = numbers.Real) -> None:
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        raise ValueError(f"{name} must be a positive number; got {value!r}.")
+
+
+def linear_scaled_learning_rate(base_lr: float, base_batch: int, global_batch: int) -> float:
+    """The linear scaling rule: `global_batch` k times `base_batch` gets k times `base_lr`.
+
+    Introduced in chapter 11. `base_lr` is the learning rate tuned for `base_batch` (on one
+    device); `global_batch` is what a step now takes (per-replica batch x replicas).
+    """
+    _positive("base_lr", base_lr)
+    _positive("base_batch", base_batch, numbers.Integral)
+    _positive("global_batch", global_batch, numbers.Integral)
+    return base_lr * global_batch / base_batch
+
+
+class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
+    """Rise linearly from `start` to `target` over `warmup_steps` steps, then stay at `target`.
+
+    Introduced in chapter 11: Goyal et al. start a large-batch run at the small-batch
+    learning rate and reach the linearly scaled one after a few epochs.
+    """
+
+    def __init__(self, start: float, target: float, warmup_steps: int) -> None:
+        _positive("start", start)
+        _positive("target", target)
+        _positive("warmup_steps", warmup_steps, numbers.Integral)
+        self.start, self.target, self.warmup_steps = float(start), float(target), int(warmup_steps)
+
+    def __call__(self, step):
+        progress = keras.ops.minimum(keras.ops.cast(step, "float32") / self.warmup_steps, 1.0)
+        return self.start + (self.target - self.start) * progress
+
+    def get_config(self) -> dict:
+        return {"start": self.start, "target": self.target, "warmup_steps": self.warmup_steps}
