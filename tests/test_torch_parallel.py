@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -54,3 +55,24 @@ def test_ddp_on_two_cpu_processes_equals_one_process(tmp_path):
         assert (ranks[0][name] - single[name]).abs().max() < 1e-12, name
     report = json.loads((tmp_path / "rank0.json").read_text())
     assert report["steps_per_epoch"] == 6 and len(report["epoch_seconds"]) == 2
+
+
+def test_no_sync_accumulation_on_two_processes_equals_one_process_with_larger_batches(tmp_path):
+    """2 ranks x 2 micro-batches of 4, accumulated under no_sync() == 1 process, batches of 16."""
+    rng = np.random.default_rng(1)
+    data = to_tensors(rng.random((72, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 72),
+                      dtype=torch.float64)
+    args = (2, data, str(tmp_path), 1, 4, 0.1, 0, "float64", 2)
+    mp.spawn(ddp_worker, args=args, nprocs=2, join=True)
+    accumulated = torch.load(tmp_path / "rank0.pt")
+    single = train_one_process(data, world_size=2, per_rank_batch=8, epochs=1, lr=0.1, seed=0,
+                               dtype=torch.float64).state_dict()
+    assert all((accumulated[k] - single[k]).abs().max() < 1e-12 for k in single)
+    # 36 examples per rank = 9 micro-batches of 4 = 4 steps of 2, the ninth dropped
+    assert json.loads((tmp_path / "rank0.json").read_text())["steps_per_epoch"] == 4
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, True])
+def test_accumulation_steps_must_be_a_positive_int(tmp_path, bad):
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        ddp_worker(0, 1, None, str(tmp_path), 1, 4, 0.1, 0, "float32", bad)

@@ -7,6 +7,7 @@ function it starts: a function defined in a notebook cannot be found by the new 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -81,12 +82,20 @@ def train_one_process(data: TensorDataset, *, world_size: int, per_rank_batch: i
 
 
 def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str, epochs: int,
-               per_rank_batch: int, lr: float, seed: int, dtype_name: str = "float32") -> None:
+               per_rank_batch: int, lr: float, seed: int, dtype_name: str = "float32",
+               accumulation_steps: int = 1) -> None:
     """One DDP process on the CPU (gloo backend): trains, then saves weights and timings.
 
     Start it with `torch.multiprocessing.spawn(ddp_worker, args=(world_size, ...),
     nprocs=world_size)`. Rank r writes `rank{r}.pt` and `rank{r}.json` into `out_dir`.
+    With `accumulation_steps=k` (chapter 11), each optimizer step uses k micro-batches of
+    `per_rank_batch`: the first k-1 run under `model.no_sync()` (no all-reduce), and a last
+    group of fewer than k micro-batches in an epoch is dropped, as `drop_last` does.
     """
+    if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or (
+        accumulation_steps < 1
+    ):
+        raise ValueError(f"accumulation_steps must be an int of at least 1; got {accumulation_steps!r}.")
     torch.set_num_threads(1)  # the ranks share the machine's cores
     out = Path(out_dir)
     dist.init_process_group(
@@ -99,20 +108,26 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str, ep
             data, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=True
         )
         loader = DataLoader(data, batch_size=per_rank_batch, sampler=sampler, drop_last=True)
+        steps = len(loader) // accumulation_steps
         epoch_seconds, losses = [], []
         for epoch in range(epochs):
             sampler.set_epoch(epoch)  # a new order every epoch, the same on every rank
             start = time.perf_counter()
-            for images, labels in loader:
-                optimizer.zero_grad()
-                loss = nn.functional.cross_entropy(model(images), labels)
-                loss.backward()  # DDP averages the gradients across ranks here
-                optimizer.step()
+            for index, (images, labels) in enumerate(loader):
+                if index == steps * accumulation_steps:
+                    break  # an incomplete last group
+                last = (index + 1) % accumulation_steps == 0
+                with contextlib.nullcontext() if last else model.no_sync():
+                    loss = nn.functional.cross_entropy(model(images), labels)
+                    (loss / accumulation_steps).backward()  # DDP averages across ranks if `last`
+                if last:
+                    optimizer.step()
+                    optimizer.zero_grad()
                 losses.append(loss.item())
             epoch_seconds.append(time.perf_counter() - start)
         torch.save(model.module.state_dict(), out / f"rank{rank}.pt")
         report = {"epoch_seconds": epoch_seconds, "losses": losses,
-                  "steps_per_epoch": len(loader), "pid": os.getpid()}
+                  "steps_per_epoch": steps, "pid": os.getpid()}
         (out / f"rank{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()

@@ -32,7 +32,8 @@ def fit_model(
     strategy=None,
     epochs: int = 2,
     build: Callable[[], keras.Model] = small_cnn,
-    learning_rate: float = 0.05,
+    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 0.05,
+    make_optimizer: Callable[[], keras.optimizers.Optimizer] | None = None,
     validation_data=None,
     steps_per_epoch: int | None = None,
 ) -> tuple[keras.Model, dict[str, list[float]]]:
@@ -40,7 +41,9 @@ def fit_model(
 
     Introduced in chapter 3. With a `strategy`, the model and optimizer are created inside
     `strategy.scope()` (the two-line change); with None, on TensorFlow's default device. The
-    history gets an `epoch_seconds` entry with each epoch's wall time.
+    history gets an `epoch_seconds` entry with each epoch's wall time. `make_optimizer`, when
+    given, replaces `SGD(learning_rate)` (chapter 11 passes one with
+    `gradient_accumulation_steps`).
 
     XLA is off in every case (`jit_compile=False`): Keras's default, "auto", turns it on for
     a no-strategy `fit` on a machine with a GPU and off under any tf.distribute strategy, so
@@ -49,8 +52,9 @@ def fit_model(
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
         model = build()
+        optimizer = make_optimizer() if make_optimizer else keras.optimizers.SGD(learning_rate)
         model.compile(
-            optimizer=keras.optimizers.SGD(learning_rate),
+            optimizer=optimizer,
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
             jit_compile=False,
@@ -69,7 +73,9 @@ def make_distributed_step(strategy, model: keras.Model, optimizer, global_batch_
     Each replica computes the cross-entropy of its slice per example, scales it with
     `tf.nn.compute_average_loss(..., global_batch_size)` and applies its gradients (Keras
     sums them across replicas); the step returns the batch loss (replica losses summed).
-    Build the optimizer before the first call. Used by chapter 9 and `utils.bench`.
+    Gradients are taken of `optimizer.scale_loss(loss)`, which is the loss itself except for a
+    `LossScaleOptimizer` (mixed float16, chapter 11), whose `apply_gradients` unscales them.
+    Build the optimizer before the first call. Used by chapters 9 and 11 and `utils.bench`.
     """
     loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
@@ -77,7 +83,8 @@ def make_distributed_step(strategy, model: keras.Model, optimizer, global_batch_
         with tf.GradientTape() as tape:
             per_example = loss_object(labels, model(images, training=True))
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-        gradients = tape.gradient(loss, model.trainable_variables)
+            scaled = optimizer.scale_loss(loss)  # on the tape, so its gradient is recorded
+        gradients = tape.gradient(scaled, model.trainable_variables)
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         return loss
 
