@@ -79,3 +79,14 @@ def test_mirrored_fit_equals_one_device_and_the_custom_step_and_reports_its_all_
     assert abs(float(lines["CUSTOM_LOSS"]) - two_loss) < 1e-5
     assert "METHOD CollectiveAllReduce (RING)" in result.stdout
     assert "METHOD ReductionToOneDevice" in result.stdout
+
+
+def test_the_private_auto_shard_rewrite_chapter_12_uses_still_exists():
+    """Chapter 12 applies TensorFlow's own per-worker rewrite; a release that moves it fails here."""
+    import tensorflow as tf
+    from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    dataset = tf.data.Dataset.range(6).with_options(options)
+    assert [int(v) for v in _AutoShardDataset(dataset, 2, 1)] == [1, 3, 5]

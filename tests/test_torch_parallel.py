@@ -12,6 +12,8 @@ from utils.torch_parallel import (
     global_batches,
     make_model,
     rank_indices,
+    run_ranks,
+    straggler_worker,
     to_tensors,
     train_one_process,
 )
@@ -76,3 +78,64 @@ def test_no_sync_accumulation_on_two_processes_equals_one_process_with_larger_ba
 def test_accumulation_steps_must_be_a_positive_int(tmp_path, bad):
     with pytest.raises(ValueError, match="accumulation_steps"):
         ddp_worker(0, 1, None, str(tmp_path), 1, 4, 0.1, 0, "float32", bad)
+
+
+def _fails_on_rank_one(rank):
+    if rank == 1:
+        raise ValueError("rank one is broken")
+
+
+def _hangs_on_rank_one(rank, pid_file):
+    import os
+    import time
+
+    with open(f"{pid_file}{rank}", "w") as f:
+        f.write(str(os.getpid()))
+    if rank == 1:
+        time.sleep(600)
+
+
+def _exits_on_rank_zero(rank):
+    import os
+
+    if rank == 0:
+        os._exit(3)
+
+
+def test_run_ranks_names_the_rank_that_failed():
+    with pytest.raises(RuntimeError, match="rank 1 failed: ValueError: rank one is broken"):
+        run_ranks(_fails_on_rank_one, 2)
+
+
+def test_run_ranks_names_a_rank_that_exited():
+    with pytest.raises(RuntimeError, match="rank 0 exited with code 3"):
+        run_ranks(_exits_on_rank_zero, 2)
+
+
+def test_run_ranks_stops_a_hung_group_and_leaves_no_process(tmp_path):
+    import os
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"rank\(s\) \[1\] still running after 5 s"):
+        run_ranks(_hangs_on_rank_one, 2, (str(tmp_path / "pid"),), timeout_s=5)
+    assert time.monotonic() - start < 30
+    pid = int((tmp_path / "pid1").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the hung rank is gone
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True])
+def test_run_ranks_rejects_bad_world_sizes(bad):
+    with pytest.raises(ValueError, match="world_size must be a positive int"):
+        run_ranks(_fails_on_rank_one, bad)
+
+
+def test_a_straggler_makes_the_collective_time_out(tmp_path):
+    for monitored, message in [(False, "Timed out"), (True, "Rank 1 failed to pass monitoredBarrier")]:
+        out = tmp_path / str(monitored)
+        out.mkdir()
+        run_ranks(straggler_worker, 2, (2, str(out), 1.0, monitored), timeout_s=60)
+        rank0 = json.loads((out / "rank0.json").read_text())
+        assert message in rank0["outcome"] and rank0["seconds"] < 2.5
+        assert json.loads((out / "rank1.json").read_text())["outcome"] == "was stuck, and never joined"

@@ -131,3 +131,68 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str, ep
         (out / f"rank{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()
+
+
+def run_ranks(fn, world_size: int, args: tuple = (), *, timeout_s: float = 120.0) -> None:
+    """Start `fn(rank, *args)` in `world_size` processes and wait at most `timeout_s` seconds.
+
+    Introduced in chapter 12. Unlike a bare `mp.spawn(..., join=True)`, a hung group cannot
+    hang the caller: at the deadline every process still running is killed and a
+    `TimeoutError` names the ranks that had not finished. A rank that fails raises a
+    `RuntimeError` naming it (and the others are stopped).
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"run_ranks: world_size must be a positive int; got {world_size!r}.")
+    context = torch.multiprocessing.start_processes(
+        fn, args=args, nprocs=world_size, join=False, start_method="spawn"
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not context.join(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                running = [rank for rank, p in enumerate(context.processes) if p.is_alive()]
+                raise TimeoutError(f"run_ranks: rank(s) {running} still running after "
+                                   f"{timeout_s:g} s; all processes were stopped.")
+    except torch.multiprocessing.ProcessRaisedException as err:
+        raise RuntimeError(f"run_ranks: rank {err.error_index} failed: "
+                           f"{str(err).strip().splitlines()[-1]}") from None
+    except torch.multiprocessing.ProcessExitedException as err:
+        raise RuntimeError(f"run_ranks: rank {err.error_index} exited with code "
+                           f"{err.exit_code}.") from None
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+            process.join()
+
+
+def straggler_worker(rank: int, world_size: int, out_dir: str, timeout_s: float,
+                     monitored: bool) -> None:
+    """Chapter 12's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
+    `dist.monitored_barrier`) that the last rank is too late for (it arrives after
+    `timeout_s + 1` seconds). Rank r writes `{"outcome": ..., "seconds": ...}` into
+    `out_dir/rank{r}.json`.
+    """
+    import datetime
+    import re
+
+    dist.init_process_group("gloo", init_method=f"file://{Path(out_dir) / 'rendezvous'}",
+                            rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    start = time.perf_counter()
+    try:
+        if rank == world_size - 1:
+            time.sleep(timeout_s + 1)  # stuck: a slow data loader, a deadlock, a breakpoint
+            outcome = "was stuck, and never joined"
+        elif monitored:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s))
+            outcome = "passed the barrier"
+        else:
+            dist.all_reduce(torch.ones(1))
+            outcome = "finished the all-reduce"
+    except RuntimeError as err:
+        first = next(line for line in str(err).splitlines() if line.strip()).strip()
+        outcome = f"{type(err).__name__}: " + re.sub(r"^\[[^\]]*/[^\]]*\]\s*", "", first)  # no path
+    report = {"outcome": outcome, "seconds": time.perf_counter() - start}
+    (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(report))
+    os._exit(0)  # skip the process group's shutdown, which would wait for the other rank

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import keras
 import tensorflow as tf
@@ -36,6 +36,7 @@ def fit_model(
     make_optimizer: Callable[[], keras.optimizers.Optimizer] | None = None,
     validation_data=None,
     steps_per_epoch: int | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
 ) -> tuple[keras.Model, dict[str, list[float]]]:
     """Build, compile (SGD, cross-entropy on logits, accuracy) and `fit` a model.
 
@@ -43,7 +44,7 @@ def fit_model(
     `strategy.scope()` (the two-line change); with None, on TensorFlow's default device. The
     history gets an `epoch_seconds` entry with each epoch's wall time. `make_optimizer`, when
     given, replaces `SGD(learning_rate)` (chapter 11 passes one with
-    `gradient_accumulation_steps`).
+    `gradient_accumulation_steps`); `callbacks` are added to the epoch timer (chapter 12).
 
     XLA is off in every case (`jit_compile=False`): Keras's default, "auto", turns it on for
     a no-strategy `fit` on a machine with a GPU and off under any tf.distribute strategy, so
@@ -61,7 +62,8 @@ def fit_model(
         )
     timer = EpochTimes()
     history = model.fit(
-        train_data, epochs=epochs, validation_data=validation_data, verbose=0, callbacks=[timer],
+        train_data, epochs=epochs, validation_data=validation_data, verbose=0,
+        callbacks=[timer, *callbacks],
         steps_per_epoch=steps_per_epoch,
     ).history
     return model, {**history, "epoch_seconds": timer.seconds}
