@@ -74,6 +74,15 @@ def test_first_code_cell_sets_up_devices_before_tensorflow(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_notebooks_keep_only_what_the_book_needs(path):
+    """No execution timestamps (they change on every run and are not content); the setup
+    cell, the same in every chapter, is folded behind a toggle on the page but still runs."""
+    cells = code_cells(load(path))
+    assert not [c for c in cells if "execution" in c["metadata"]], "strip execution timestamps"
+    assert "hide-input" in cells[0]["metadata"].get("tags", [])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
 def test_outputs_come_from_one_clean_run(path):
     cells = code_cells(load(path))
     counts = [c["execution_count"] for c in cells]
