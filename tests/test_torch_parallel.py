@@ -11,6 +11,7 @@ from utils.torch_parallel import (
     ddp_worker,
     global_batches,
     make_model,
+    mismatch_worker,
     rank_indices,
     run_ranks,
     straggler_worker,
@@ -139,3 +140,11 @@ def test_a_straggler_makes_the_collective_time_out(tmp_path):
         rank0 = json.loads((out / "rank0.json").read_text())
         assert message in rank0["outcome"] and rank0["seconds"] < 2.5
         assert json.loads((out / "rank1.json").read_text())["outcome"] == "was stuck, and never joined"
+
+
+def test_detail_debugging_names_a_collective_mismatch(tmp_path):
+    run_ranks(mismatch_worker, 2, (2, str(tmp_path)), timeout_s=60)
+    for rank in range(2):
+        message = (tmp_path / f"rank{rank}.txt").read_text()
+        assert message.startswith("Detected mismatch between collectives on ranks")
+        assert "TensorShape=[2]" in message and "TensorShape=[3]" in message

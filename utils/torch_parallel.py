@@ -196,3 +196,23 @@ def straggler_worker(rank: int, world_size: int, out_dir: str, timeout_s: float,
     report = {"outcome": outcome, "seconds": time.perf_counter() - start}
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(report))
     os._exit(0)  # skip the process group's shutdown, which would wait for the other rank
+
+
+def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
+    """Chapter 12's collective mismatch: each rank all-reduces a tensor of another length,
+    with `TORCH_DISTRIBUTED_DEBUG=DETAIL`, which checks the ranks agree before running it.
+    Rank r writes the first line of its error into `out_dir/rank{r}.txt`."""
+    import datetime
+
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"  # as if set before Python started:
+    dist.set_debug_level_from_env()  # torch read the variable when it was imported
+    dist.init_process_group("gloo", init_method=f"file://{Path(out_dir) / 'rendezvous'}",
+                            rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=30))
+    try:
+        dist.all_reduce(torch.ones(2 + rank))
+        outcome = "no error"
+    except RuntimeError as err:
+        outcome = next(line for line in str(err).splitlines() if line.strip()).strip()
+    (Path(out_dir) / f"rank{rank}.txt").write_text(outcome)
+    os._exit(0)
