@@ -1,7 +1,9 @@
 """PyTorch counterparts for the comparison chapter (chapter 7): the same small CNN, the
-batches `DistributedSampler` gives each rank, and a DistributedDataParallel worker.
+batches `DistributedSampler` gives each rank, and a DistributedDataParallel worker (with
+gradient accumulation, chapter 11); and chapter 12's launcher that cannot hang
+(`run_ranks`) with its failing workers.
 
-The worker lives in this importable module because `torch.multiprocessing.spawn` pickles the
+The workers live in this importable module because `torch.multiprocessing.spawn` pickles the
 function it starts: a function defined in a notebook cannot be found by the new processes.
 """
 
