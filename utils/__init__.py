@@ -15,6 +15,7 @@ _HOMES = {
     "read_image_folder": "utils.data",
     "write_image_folders": "utils.data",
     "setup_devices": "utils.devices",
+    "error_line": "utils.errors",
     "all_reduce_method": "utils.distribute",
     "max_abs_difference": "utils.distribute",
     "small_cnn": "utils.models",

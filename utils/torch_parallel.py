@@ -10,8 +10,10 @@ function it starts: a function defined in a notebook cannot be found by the new 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -175,9 +177,6 @@ def straggler_worker(rank: int, world_size: int, out_dir: str, timeout_s: float,
     `timeout_s + 1` seconds). Rank r writes `{"outcome": ..., "seconds": ...}` into
     `out_dir/rank{r}.json`.
     """
-    import datetime
-    import re
-
     dist.init_process_group("gloo", init_method=f"file://{Path(out_dir) / 'rendezvous'}",
                             rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
@@ -204,8 +203,6 @@ def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
     """Chapter 12's collective mismatch: each rank all-reduces a tensor of another length,
     with `TORCH_DISTRIBUTED_DEBUG=DETAIL`, which checks the ranks agree before running it.
     Rank r writes the first line of its error into `out_dir/rank{r}.txt`."""
-    import datetime
-
     os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"  # as if set before Python started:
     dist.set_debug_level_from_env()  # torch read the variable when it was imported
     dist.init_process_group("gloo", init_method=f"file://{Path(out_dir) / 'rendezvous'}",
