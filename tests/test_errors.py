@@ -24,3 +24,10 @@ def test_a_real_tensorflow_error():
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         tf.add_n([tf.ones((2,)), tf.ones((3,))])
     assert error_line(info.value).startswith("Inputs to operation AddN of type AddN must have")
+
+
+def test_a_printed_distributed_value_is_shortened():
+    err = ValueError("Attempt to convert a value (PerReplica:{\n  0: <tf.Tensor: shape=(2,),\n"
+                     "  numpy=array([1, 2])>\n}) with an unsupported type to a Tensor.")
+    assert error_line(err) == ("Attempt to convert a value (PerReplica:{...}) with an "
+                               "unsupported type to a Tensor.")

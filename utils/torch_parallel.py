@@ -72,10 +72,11 @@ def global_batches(n: int, world_size: int, per_rank_batch: int, epoch: int, see
 
 
 def train_one_process(data: TensorDataset, *, world_size: int, per_rank_batch: int,
-                      epochs: int, lr: float, seed: int, dtype=torch.float32) -> nn.Module:
+                      epochs: int, lr: float, seed: int, dtype=torch.float32,
+                      momentum: float = 0.0) -> nn.Module:
     """Single-process SGD on exactly the global batches the DDP ranks see together."""
     model = make_model(seed, dtype)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     images, labels = data.tensors
     for epoch in range(epochs):
         for batch in global_batches(len(data), world_size, per_rank_batch, epoch, seed):

@@ -1,0 +1,120 @@
+"""utils.launch: processes that end, ports that are free, errors that name the culprit."""
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from utils.launch import (
+    check_ports_free,
+    child_environment,
+    free_ports,
+    launch_tf_workers,
+    run_processes,
+    tf_config,
+)
+
+PYTHON = sys.executable
+
+
+def python(code: str) -> list[str]:
+    return [PYTHON, "-c", code]
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a killed process waiting to be reaped, a zombie, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "\nState:\tZ" in status.read_text())
+
+
+def test_outputs_come_back_in_order_with_the_extra_environment():
+    outputs = run_processes([python("import os; print(os.environ['WHO'])")] * 2,
+                            envs=[{"WHO": "first"}, {"WHO": "second"}])
+    assert [o.strip() for o in outputs] == ["first", "second"]
+
+
+def test_the_repository_is_importable_from_a_child():
+    (output,) = run_processes([python("import utils.launch; print('ok')")], cwd="/")
+    assert output.strip() == "ok"
+    assert child_environment({"A": "1"})["A"] == "1"
+
+
+def test_a_failing_process_is_named_with_its_error_and_the_others_are_stopped(tmp_path):
+    marker = tmp_path / "finished"
+    slow = python(f"import time, pathlib; time.sleep(30); pathlib.Path({str(marker)!r}).touch()")
+    failing = python("raise ValueError('bad batch size')")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"worker 1 exited with code 1: ValueError: bad batch"):
+        run_processes([slow, failing], names=["worker 0", "worker 1"], timeout_s=60)
+    assert time.monotonic() - start < 20 and not marker.exists()
+
+
+def test_a_hung_process_and_its_children_are_killed_at_the_deadline(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    parent = python(
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([{PYTHON!r}, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)")
+    with pytest.raises(TimeoutError, match=r"process 0 still running after 3 s"):
+        run_processes([parent], timeout_s=3)
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(child)  # the grandchild is gone too: no orphans
+
+
+@pytest.mark.parametrize("bad", [dict(commands=[]), dict(commands=[["true"]], timeout_s=0),
+                                 dict(commands=[["true"]], names=["a", "b"])])
+def test_bad_arguments_are_refused(bad):
+    with pytest.raises(ValueError, match="run_processes"):
+        run_processes(**bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_worker_and_port_counts_must_be_positive_ints(bad):
+    with pytest.raises(ValueError, match="positive int"):
+        free_ports(bad)
+    with pytest.raises(ValueError, match="positive int"):
+        launch_tf_workers(["true"], bad)
+
+
+def test_free_ports_are_distinct_and_bindable():
+    ports = free_ports(3)
+    assert len(set(ports)) == 3
+    check_ports_free(ports)
+
+
+def test_a_port_in_use_is_named():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ValueError, match=f"port {port} on 127.0.0.1 is in use"):
+            launch_tf_workers(["true"], 2, ports=[port, free_ports(1)[0]])
+    with pytest.raises(ValueError, match="2 workers need 2 ports"):
+        launch_tf_workers(["true"], 2, ports=[1234])
+
+
+def test_each_worker_gets_its_own_tf_config_and_gpu():
+    show = python("import json, os; c = json.loads(os.environ['TF_CONFIG']); "
+                  "print(c['task']['index'], len(c['cluster']['worker']), "
+                  "repr(os.environ['CUDA_VISIBLE_DEVICES']))")
+    assert [o.split() for o in launch_tf_workers(show, 2, gpu_count=8)] == [
+        ["0", "2", "'0'"], ["1", "2", "'1'"]]
+    assert [o.split()[2] for o in launch_tf_workers(show, 2, gpu_count=1)] == ["''", "''"]
+
+
+def test_tf_config_is_what_multi_worker_mirrored_strategy_reads():
+    config = json.loads(tf_config([1000, 1001], 1))
+    assert config == {"cluster": {"worker": ["127.0.0.1:1000", "127.0.0.1:1001"]},
+                      "task": {"type": "worker", "index": 1}}

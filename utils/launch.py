@@ -1,0 +1,167 @@
+"""Starting training programs as separate processes, as `torchrun` and `TF_CONFIG` do (chapter 10).
+
+Every process is started in its own process group with its output in a file (a pipe that
+nobody reads can fill and stall it). `run_processes` waits for all of them, and on a failure
+or at the deadline it kills every group it started, children included, so nothing is left
+running; its error names the process that failed and the first error line it printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # what the `torchrun` command runs
+LOOPBACK = "127.0.0.1"
+
+
+def _check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int; got {value!r}.")
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports that are free on the loopback interface right now."""
+    _check_count("free_ports: count", count)
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:  # all held open at once, so the ports differ
+            sock.bind((LOOPBACK, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def check_ports_free(ports: Sequence[int]) -> None:
+    """Raise a ValueError naming the first port that another program already listens on."""
+    for port in ports:
+        with socket.socket() as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                raise ValueError(f"port {port} on {LOOPBACK} is in use: pass other ports, or "
+                                 "ports=None to have free ones chosen.") from None
+
+
+def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment, plus `extra`, with the repository on PYTHONPATH (so a
+    program started from a temporary folder can `import utils`)."""
+    paths = [str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(extra or {})}
+
+
+def _error_line(text: str) -> str:
+    """The first line that names a Python exception, else the last line of `text`."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"\b\w*(Error|Exception)\b: ", line)]
+    return (errors or lines or ["(no output)"])[0 if errors else -1]
+
+
+def run_processes(
+    commands: Sequence[Sequence[str]],
+    *,
+    envs: Sequence[Mapping[str, str]] | None = None,
+    names: Sequence[str] | None = None,
+    cwd: str | Path | None = None,
+    timeout_s: float = 120.0,
+) -> list[str]:
+    """Run the commands at the same time and return each one's output (stdout and stderr).
+
+    `envs[i]` is added to command i's environment (see `child_environment`). If one exits
+    with a non-zero code, the others are killed and a RuntimeError names it with its first
+    error line (or its last line); at `timeout_s` every process still running is killed and a TimeoutError
+    names them.
+    """
+    if not commands:
+        raise ValueError("run_processes: give at least one command.")
+    names = list(names or [f"process {i}" for i in range(len(commands))])
+    envs = list(envs or [{}] * len(commands))
+    if not len(names) == len(envs) == len(commands):
+        raise ValueError("run_processes: commands, envs and names must have the same length.")
+    if not timeout_s > 0:
+        raise ValueError(f"run_processes: timeout_s must be positive; got {timeout_s!r}.")
+    with tempfile.TemporaryDirectory(prefix="run_processes-") as logs:
+        files = [open(Path(logs) / f"{i}.log", "w+") for i in range(len(commands))]
+        processes = [
+            subprocess.Popen(list(command), env=child_environment(env), cwd=cwd, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+            for command, env, log in zip(commands, envs, files)
+        ]
+
+        def output(i: int) -> str:
+            files[i].seek(0)
+            return files[i].read()
+
+        try:
+            deadline = time.monotonic() + timeout_s
+            while any(p.poll() is None for p in processes):
+                failed = [i for i, p in enumerate(processes) if p.poll() not in (None, 0)]
+                if failed or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            failed = [i for i, p in enumerate(processes) if p.poll() not in (None, 0)]
+            if failed:
+                i = failed[0]
+                raise RuntimeError(f"{names[i]} exited with code {processes[i].returncode}: "
+                                   f"{_error_line(output(i))}")
+            running = [names[i] for i, p in enumerate(processes) if p.poll() is None]
+            if running:
+                raise TimeoutError(f"{', '.join(running)} still running after {timeout_s:g} s; "
+                                   "every process was stopped.")
+            return [output(i) for i in range(len(processes))]
+        finally:
+            for process in processes:  # the whole group: torchrun's workers too
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass  # the group has already ended
+                process.wait()
+            for log in files:
+                log.close()
+
+
+def tf_config(ports: Sequence[int], index: int) -> str:
+    """The `TF_CONFIG` of worker `index` in a cluster of workers on these loopback ports."""
+    cluster = {"worker": [f"{LOOPBACK}:{port}" for port in ports]}
+    return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+
+
+def launch_tf_workers(
+    command: Sequence[str],
+    num_workers: int,
+    *,
+    ports: Sequence[int] | None = None,
+    gpu_count: int = 0,
+    cwd: str | Path | None = None,
+    timeout_s: float = 120.0,
+) -> list[str]:
+    """Run `command` as `num_workers` MultiWorkerMirroredStrategy workers on this machine.
+
+    Each gets its own `TF_CONFIG` (worker i listens on `ports[i]`; free ports are chosen when
+    `ports` is None). With at least one GPU per worker (`gpu_count`), worker i sees only GPU i;
+    otherwise they see none and run on the CPU. Returns each worker's output.
+    """
+    _check_count("launch_tf_workers: num_workers", num_workers)
+    if ports is None:
+        ports = free_ports(num_workers)
+    elif len(ports) != num_workers:
+        raise ValueError(f"launch_tf_workers: {num_workers} workers need {num_workers} ports; "
+                         f"got {list(ports)}.")
+    check_ports_free(ports)
+    one_gpu_each = gpu_count >= num_workers
+    envs = [{"TF_CONFIG": tf_config(ports, i),
+             "CUDA_VISIBLE_DEVICES": str(i) if one_gpu_each else ""} for i in range(num_workers)]
+    names = [f"worker {i}" for i in range(num_workers)]
+    return run_processes([command] * num_workers, envs=envs, names=names, cwd=cwd,
+                         timeout_s=timeout_s)
