@@ -82,6 +82,19 @@ def test_notebooks_keep_only_what_the_book_needs(path):
     assert "hide-input" in cells[0]["metadata"].get("tags", [])
 
 
+LONGEST_CODE_LINE = 110  # what _static/fit-code.css shows at 1440 px (test_rendered_book.py)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_code_lines_fit_the_page(path):
+    """Shown code lines are at most LONGEST_CODE_LINE characters (the setup cell's clone line,
+    hidden behind its toggle, is one URL)."""
+    long_lines = [line for cell in code_cells(load(path))[1:]
+                  for line in "".join(cell["source"]).splitlines()
+                  if len(line) > LONGEST_CODE_LINE]
+    assert not long_lines, long_lines
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
 def test_outputs_come_from_one_clean_run(path):
     cells = code_cells(load(path))
