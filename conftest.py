@@ -85,3 +85,30 @@ def pytest_collection_modifyitems(session, config, items):
         if getattr(following, "parent", None) is not notebook:
             extended.append(RunAllAgain.from_parent(notebook, name="Run all again"))
     items[:] = extended
+
+
+_SECONDS_BY_PART: dict[str, float] = {}
+
+
+def _part(nodeid: str) -> str:
+    """Which part of the suite a test belongs to, for the time summary."""
+    if nodeid.startswith("chapters/"):
+        return "chapters, run again" if nodeid.endswith("Run all again") else "chapters (nbval)"
+    if nodeid.startswith("tests/test_rendered_book.py"):
+        return "book build and browser"
+    if nodeid.startswith("tests/test_knobs.py"):
+        return "chapters with other knobs (papermill)"
+    return "unit and structure tests"
+
+
+def pytest_runtest_logreport(report):
+    _SECONDS_BY_PART[_part(report.nodeid)] = (
+        _SECONDS_BY_PART.get(_part(report.nodeid), 0.0) + report.duration)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the time each part of the suite took (README.md quotes it)."""
+    if _SECONDS_BY_PART:
+        terminalreporter.section("time per part")
+        for part, seconds in sorted(_SECONDS_BY_PART.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{seconds:8.0f} s  {part}")

@@ -50,12 +50,10 @@ def test_mirrored_fit_equals_one_device_and_the_custom_step_and_reports_its_all_
         print("DIFF", max_abs_difference(one.get_weights(), two.get_weights()))
         print("XLA", one.jit_compile, two.jit_compile)
 
-        import keras
-        from utils import make_distributed_step, small_cnn
-        with mirrored.scope():
-            custom = small_cnn()
-            optimizer = keras.optimizers.SGD(0.05)
-            optimizer.build(custom.trainable_variables)
+        from utils import make_distributed_step, model_and_optimizer
+        custom, optimizer = model_and_optimizer(mirrored)
+        print("MIRRORED", type(custom.weights[0].value).__name__, optimizer.built,
+              round(float(optimizer.learning_rate.numpy()), 6))
         step = make_distributed_step(mirrored, custom, optimizer, 64)
         losses = [float(step(batch)) for batch in mirrored.experimental_distribute_dataset(data)]
         print("CUSTOM", max_abs_difference(two.get_weights(), custom.get_weights()))
@@ -74,6 +72,7 @@ def test_mirrored_fit_equals_one_device_and_the_custom_step_and_reports_its_all_
     one_loss, two_loss = map(float, lines["LOSS"].split())
     assert abs(one_loss - two_loss) < 1e-5
     assert lines["EPOCHS"] == "1"
+    assert lines["MIRRORED"] == "MirroredVariable True 0.05"  # made in the scope, built
     assert lines["XLA"] == "False False"  # stated, not Keras's device-dependent "auto"
     assert float(lines["CUSTOM"]) < 1e-6  # the custom step trains what fit trains
     assert abs(float(lines["CUSTOM_LOSS"]) - two_loss) < 1e-5

@@ -26,6 +26,7 @@ _HOMES = {
     "EpochTimes": "utils.training",
     "fit_model": "utils.training",
     "make_distributed_step": "utils.training",
+    "model_and_optimizer": "utils.training",
 }
 
 __all__ = sorted(_HOMES)

@@ -59,17 +59,12 @@ def _time_fit(strategy, data, steps: int, blocks: int) -> list[float]:
 
 
 def _time_custom(strategy, data, steps: int, blocks: int, global_batch: int) -> list[float]:
-    import keras
     import tensorflow as tf
 
-    from utils.models import small_cnn
-    from utils.training import make_distributed_step
+    from utils.training import make_distributed_step, model_and_optimizer
 
     strategy = strategy or tf.distribute.get_strategy()  # the default: no distribution
-    with strategy.scope():
-        model = small_cnn()
-        optimizer = keras.optimizers.SGD(0.05)
-        optimizer.build(model.trainable_variables)
+    model, optimizer = model_and_optimizer(strategy)
     step = make_distributed_step(strategy, model, optimizer, global_batch)
     batches = iter(strategy.experimental_distribute_dataset(data))
     seconds = []

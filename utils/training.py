@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 
@@ -10,6 +9,8 @@ import keras
 import tensorflow as tf
 
 from utils.models import small_cnn
+
+DEFAULT_LEARNING_RATE = 0.05  # plain SGD for the book's CNN on the bundled digits
 
 
 class EpochTimes(keras.callbacks.Callback):
@@ -32,7 +33,7 @@ def fit_model(
     strategy=None,
     epochs: int = 2,
     build: Callable[[], keras.Model] = small_cnn,
-    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 0.05,
+    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = DEFAULT_LEARNING_RATE,
     make_optimizer: Callable[[], keras.optimizers.Optimizer] | None = None,
     validation_data=None,
     steps_per_epoch: int | None = None,
@@ -50,10 +51,9 @@ def fit_model(
     a no-strategy `fit` on a machine with a GPU and off under any tf.distribute strategy, so
     a comparison of the two would compare XLA with non-XLA.
     """
-    scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
-    with scope:
-        model = build()
-        optimizer = make_optimizer() if make_optimizer else keras.optimizers.SGD(learning_rate)
+    model, optimizer = model_and_optimizer(strategy, build=build, learning_rate=learning_rate,
+                                           make_optimizer=make_optimizer)
+    with (strategy or tf.distribute.get_strategy()).scope():
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -69,6 +69,28 @@ def fit_model(
     return model, {**history, "epoch_seconds": timer.seconds}
 
 
+def model_and_optimizer(
+    strategy=None,
+    *,
+    build: Callable[[], keras.Model] = small_cnn,
+    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = DEFAULT_LEARNING_RATE,
+    make_optimizer: Callable[[], keras.optimizers.Optimizer] | None = None,
+) -> tuple[keras.Model, keras.optimizers.Optimizer]:
+    """A fresh model and its optimizer, both made inside `strategy.scope()`, for a custom loop.
+
+    Introduced in chapter 4 (whose `train_custom` spells it out). The optimizer is
+    `SGD(learning_rate)` unless `make_optimizer` returns another, and it is built on the
+    model's trainable variables: a custom distributed loop needs that before its first step.
+    With no strategy, TensorFlow's default one (no distribution) is used.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    with strategy.scope():
+        model = build()
+        optimizer = make_optimizer() if make_optimizer else keras.optimizers.SGD(learning_rate)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
 def make_distributed_step(strategy, model: keras.Model, optimizer, global_batch_size: int):
     """The custom-loop training step of chapter 4, as a `tf.function` of a distributed batch.
 
@@ -77,7 +99,8 @@ def make_distributed_step(strategy, model: keras.Model, optimizer, global_batch_
     sums them across replicas); the step returns the batch loss (replica losses summed).
     Gradients are taken of `optimizer.scale_loss(loss)`, which is the loss itself except for a
     `LossScaleOptimizer` (mixed float16, chapter 11), whose `apply_gradients` unscales them.
-    Build the optimizer before the first call. Used by chapters 9 and 11 and `utils.bench`.
+    Build the optimizer before the first call (`model_and_optimizer` does). Used by chapters
+    9, 10 and 11 and `utils.bench`.
     """
     loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
