@@ -164,3 +164,10 @@ def test_gpu_machines_are_detected_for_nbval_lax_mode(behaviour, expected):
     from tests.helpers import count_nvidia_gpus
 
     assert count_nvidia_gpus(run=behaviour) == expected
+
+
+def test_every_utils_module_has_its_own_test_file():
+    """The tests mirror the package: utils/NAME.py is tested in tests/test_NAME.py."""
+    modules = {p.stem for p in (ROOT / "utils").glob("*.py") if p.stem != "__init__"}
+    missing = sorted(m for m in modules if not (ROOT / "tests" / f"test_{m}.py").exists())
+    assert not missing, f"no tests/test_<module>.py for: {missing}"
