@@ -80,8 +80,8 @@ def run_processes(
 
     `envs[i]` is added to command i's environment (see `child_environment`). If one exits
     with a non-zero code, the others are killed and a RuntimeError names it with its first
-    error line (or its last line); at `timeout_s` every process still running is killed and a TimeoutError
-    names them.
+    error line (or its last line); at `timeout_s` every process still running is killed and
+    a TimeoutError names them.
     """
     if not commands:
         raise ValueError("run_processes: give at least one command.")
@@ -158,7 +158,8 @@ def launch_tf_workers(
     elif len(ports) != num_workers:
         raise ValueError(f"launch_tf_workers: {num_workers} workers need {num_workers} ports; "
                          f"got {list(ports)}.")
-    check_ports_free(ports)
+    else:
+        check_ports_free(ports)  # ports chosen by free_ports were free a moment ago
     one_gpu_each = gpu_count >= num_workers
     envs = [{"TF_CONFIG": tf_config(ports, i),
              "CUDA_VISIBLE_DEVICES": str(i) if one_gpu_each else ""} for i in range(num_workers)]

@@ -24,6 +24,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from utils.errors import error_line
+
 
 class TorchSmallCNN(nn.Module):
     """`utils.small_cnn` in PyTorch: two 3x3 convolutions with max pooling, then logits."""
@@ -192,9 +194,8 @@ def straggler_worker(rank: int, world_size: int, out_dir: str, timeout_s: float,
         else:
             dist.all_reduce(torch.ones(1))
             outcome = "finished the all-reduce"
-    except RuntimeError as err:
-        first = next(line for line in str(err).splitlines() if line.strip()).strip()
-        outcome = f"{type(err).__name__}: " + re.sub(r"^\[[^\]]*/[^\]]*\]\s*", "", first)  # no path
+    except RuntimeError as err:  # the message without gloo's source path
+        outcome = f"{type(err).__name__}: " + re.sub(r"^\[[^\]]*/[^\]]*\]\s*", "", error_line(err))
     report = {"outcome": outcome, "seconds": time.perf_counter() - start}
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(report))
     os._exit(0)  # skip the process group's shutdown, which would wait for the other rank
@@ -213,6 +214,6 @@ def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
         dist.all_reduce(torch.ones(2 + rank))
         outcome = "no error"
     except RuntimeError as err:
-        outcome = next(line for line in str(err).splitlines() if line.strip()).strip()
+        outcome = error_line(err)
     (Path(out_dir) / f"rank{rank}.txt").write_text(outcome)
     os._exit(0)
