@@ -7,6 +7,7 @@ import pytest
 from nbval.plugin import IPyNbCell
 
 from tests.helpers import count_nvidia_gpus
+from tests.other_knobs import assignments
 from tests.output_policy import TolerantText
 
 _nbval_sanitize = IPyNbCell.sanitize
@@ -40,39 +41,47 @@ def pytest_configure(config):
 
 
 class RunAllAgain(pytest.Item):
-    """After nbval has run a notebook, run all its code cells again in the same kernel.
+    """After nbval has run a notebook, turn its knobs and run all its code cells again.
 
-    Readers press "Run all" twice; a chapter must not fail the second time (device setup
-    repeated, files already written, global settings already changed).
+    Readers change a value in the `parameters` cell and press "Run all" again, in the same
+    kernel. The second run does that with the values in tests/other_knobs.py, put in right
+    after the `parameters` cell: every assertion must hold for them, and nothing may fail
+    for having run before (device setup repeated, files already written, settings changed).
+    Outputs are not compared: they depend on the knobs.
     """
 
     def runtest(self):
+        notebook = nbformat.read(str(self.parent.fspath), as_version=4)
+        knobs = assignments(self.parent.fspath.purebasename)
+        for index, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
+            self._run(cell.source, f"code cell {index}", knobs)
+            if "parameters" in cell.metadata.get("tags", ()) and knobs:
+                self._run(knobs, "the other knobs", knobs)
+
+    def _run(self, source, what, knobs):
         kernel = self.parent.kernel
         timeout = self.config.option.nbval_cell_timeout
-        notebook = nbformat.read(str(self.parent.fspath), as_version=4)
-        code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
-        for index, source in enumerate(code):
-            msg_id = kernel.execute_cell_input(source, allow_stdin=False)
-            while True:
-                reply = kernel.get_message(stream="shell", timeout=timeout)
-                if reply["parent_header"].get("msg_id") == msg_id:
-                    break
-            kernel.await_idle(msg_id, timeout)
-            content = reply["content"]
-            if content["status"] == "error":
-                raise AssertionError(f"code cell {index} failed when run again: "
-                                     f"{content['ename']}: {content['evalue']}")
+        msg_id = kernel.execute_cell_input(source, allow_stdin=False)
+        while True:
+            reply = kernel.get_message(stream="shell", timeout=timeout)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        kernel.await_idle(msg_id, timeout)
+        content = reply["content"]
+        if content["status"] == "error":
+            raise AssertionError(f"{what} failed when run again with {knobs!r}: "
+                                 f"{content['ename']}: {content['evalue']}")
 
     def repr_failure(self, excinfo):
         return str(excinfo.value)
 
     def reportinfo(self):
-        return self.path, 0, f"{self.parent.name}::Run all again"
+        return self.path, 0, f"{self.parent.name}::Run all again, other knobs"
 
 
 def pytest_collection_modifyitems(session, config, items):
     """Do not compare stderr in notebooks (TensorFlow logs to it nondeterministically), and
-    follow each notebook's cells with a second run of all of them."""
+    follow each notebook's cells with a second run of all of them, with other knobs."""
     extended = []
     for position, item in enumerate(items):
         extended.append(item)
@@ -83,7 +92,7 @@ def pytest_collection_modifyitems(session, config, items):
             notebook.skip_compare = (*notebook.skip_compare, "stderr")
         following = items[position + 1] if position + 1 < len(items) else None
         if getattr(following, "parent", None) is not notebook:
-            extended.append(RunAllAgain.from_parent(notebook, name="Run all again"))
+            extended.append(RunAllAgain.from_parent(notebook, name="Run all again, other knobs"))
     items[:] = extended
 
 
@@ -93,7 +102,9 @@ _SECONDS_BY_PART: dict[str, float] = {}
 def _part(nodeid: str) -> str:
     """Which part of the suite a test belongs to, for the time summary."""
     if nodeid.startswith("chapters/"):
-        return "chapters, run again" if nodeid.endswith("Run all again") else "chapters (nbval)"
+        if nodeid.endswith("Run all again, other knobs"):
+            return "chapters, run again with other knobs"
+        return "chapters (nbval)"
     if nodeid.startswith("tests/test_rendered_book.py"):
         return "book build and browser"
     if nodeid.startswith("tests/test_knobs.py"):

@@ -1,5 +1,6 @@
 """The book's structure: table of contents, Colab links, setup cells and committed outputs."""
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 import yaml
 
 from tests.helpers import colab_url
+from tests.other_knobs import OTHER_KNOBS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -75,10 +77,13 @@ def test_first_code_cell_sets_up_devices_before_tensorflow(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
 def test_notebooks_keep_only_what_the_book_needs(path):
-    """No execution timestamps (they change on every run and are not content); the setup
-    cell, the same in every chapter, is folded behind a toggle on the page but still runs."""
+    """No execution timestamps and no stderr (TensorFlow's timestamped log lines, never shown):
+    they change on every run and are not content (`python -m tools.run_chapters` drops them).
+    The setup cell, the same in every chapter, is folded behind a toggle but still runs."""
     cells = code_cells(load(path))
     assert not [c for c in cells if "execution" in c["metadata"]], "strip execution timestamps"
+    streams = [o.get("name") for c in cells for o in c["outputs"] if o["output_type"] == "stream"]
+    assert "stderr" not in streams, "run it with `python -m tools.run_chapters`"
     assert "hide-input" in cells[0]["metadata"].get("tags", [])
 
 
@@ -112,6 +117,10 @@ def test_skeleton_parameters_and_ignored_outputs(path):
     assert "## Summary" in markdown and "## Exercises" in markdown
     tagged = [c for c in code_cells(notebook) if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1, "one cell tagged `parameters` holds the knobs"
+    knobs = {name.id for node in ast.parse(source(tagged[0])).body if isinstance(node, ast.Assign)
+             for name in ast.walk(node.targets[0]) if isinstance(name, ast.Name)}
+    other = OTHER_KNOBS[path.stem]  # the second "Run all" turns these (conftest.RunAllAgain)
+    assert other and set(other) <= knobs, f"{set(other) - knobs} are not knobs of {path.stem}"
     for cell in code_cells(notebook):
         lines = source(cell).splitlines() + [""]
         for line, following in zip(lines, lines[1:]):

@@ -59,7 +59,7 @@ def test_dataset_applies_preprocess_once_and_keeps_order_without_shuffle():
 
 @pytest.mark.parametrize(
     "size, batch, message",
-    [(5, 0, "positive int"), (5, 2.0, "positive int"), (5, 8, "no batch"), (4, 2, "examples but y")],
+    [(5, 0, "an int of at least 1"), (5, 2.0, "an int of at least 1"), (5, 8, "no batch"), (4, 2, "examples but y")],
 )
 def test_dataset_rejects_bad_arguments(size, batch, message):
     x = np.zeros(5, dtype=np.float32)

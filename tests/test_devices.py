@@ -122,11 +122,11 @@ def test_eight_gpus_cap_only_those_used(monkeypatch):
         ("tf32", False)]
 
 
-def test_two_logical_cpus_are_distinct_and_rerun_is_harmless():
+def test_two_logical_cpus_rerun_harmless_other_count_says_restart_all_reduce_named():
     result = run_fresh(
         """
         import numpy as np
-        from utils import setup_devices
+        from utils import all_reduce_method, setup_devices
         first = setup_devices(2)
         again = setup_devices(2, verbose=False)
         assert first == again, (first, again)
@@ -138,10 +138,22 @@ def test_two_logical_cpus_are_distinct_and_rerun_is_harmless():
             with tf.device(name):
                 assert tf.ones(1).device.endswith(name.split("device:")[-1])
         print("OK", first)
+        try:
+            setup_devices(3, verbose=False)
+        except RuntimeError as err:
+            print("RAISED", err)
+        print("METHOD", all_reduce_method(strategy))
+        reduction = tf.distribute.MirroredStrategy(
+            devices=first, cross_device_ops=tf.distribute.ReductionToOneDevice())
+        print("METHOD", all_reduce_method(reduction))
         """
     )
     assert result.returncode == 0, result.stderr
     assert "OK ['/device:CPU:0', '/device:CPU:1']" in result.stdout
+    assert "RAISED setup_devices(3) cannot take effect" in result.stdout
+    assert "Restart the kernel" in result.stdout
+    assert "METHOD CollectiveAllReduce (RING)" in result.stdout  # reads private attributes
+    assert "METHOD ReductionToOneDevice" in result.stdout
     assert "setup_devices(2): 2 logical CPU" in result.stdout
 
 
@@ -154,22 +166,6 @@ def test_one_device_is_the_plain_cpu():
     )
     assert result.returncode == 0, result.stderr
     assert "OK ['/device:CPU:0']" in result.stdout
-
-
-def test_different_request_after_start_says_restart():
-    result = run_fresh(
-        """
-        from utils import setup_devices
-        setup_devices(2, verbose=False)
-        try:
-            setup_devices(3, verbose=False)
-        except RuntimeError as err:
-            print("RAISED", err)
-        """
-    )
-    assert result.returncode == 0, result.stderr
-    assert "RAISED setup_devices(3) cannot take effect" in result.stdout
-    assert "Restart the kernel" in result.stdout
 
 
 def test_tensorflow_started_first_says_restart():

@@ -82,9 +82,9 @@ def test_bad_arguments_are_refused(bad):
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_worker_and_port_counts_must_be_positive_ints(bad):
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="must be an int of at least 1"):
         free_ports(bad)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="must be an int of at least 1"):
         launch_tf_workers(["true"], bad)
 
 

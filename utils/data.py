@@ -14,6 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from utils.checks import check_int
+
 Split = tuple[np.ndarray, np.ndarray]
 
 #: Where files the book generates (such as image folders) are kept between runs.
@@ -84,8 +86,7 @@ def batch_examples(
 ) -> tf.data.Dataset:
     """`make_dataset` for a dataset of single examples, such as one read from files (chapter 4)."""
     count = int(examples.cardinality())
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"make_dataset: batch_size must be a positive int; got {batch_size!r}.")
+    check_int("make_dataset: batch_size", batch_size)
     if count < 0:
         raise ValueError("make_dataset: the number of examples must be known (a finite dataset).")
     if drop_remainder and batch_size > count:

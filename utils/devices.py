@@ -3,13 +3,16 @@
 TensorFlow lets a program split one physical device into several *logical* devices, but
 only before its runtime starts. `setup_devices` hides the three cases a reader meets
 (several GPUs, one GPU, no GPU) behind one call that returns device names to hand to
-`tf.distribute.MirroredStrategy(devices=...)`.
+`tf.distribute.MirroredStrategy(devices=...)`. `all_reduce_method` tells which all-reduce a
+strategy chose for them (chapter 2).
 """
 
 from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+
+from utils.checks import check_int
 
 #: Most logical devices we carve out of one physical device. More only slows a simulation.
 MAX_LOGICAL_DEVICES = 16
@@ -85,15 +88,9 @@ def _restart_message(n: int) -> str:
 
 
 def _check_memory_limit(gpu_memory_limit_mb: object) -> None:
-    if gpu_memory_limit_mb is None:
-        return
-    if isinstance(gpu_memory_limit_mb, bool) or not isinstance(gpu_memory_limit_mb, int) or (
-        gpu_memory_limit_mb < 64
-    ):
-        raise ValueError(
-            f"setup_devices: gpu_memory_limit_mb must be None or an int of at least 64 (MB); "
-            f"got {gpu_memory_limit_mb!r}."
-        )
+    if gpu_memory_limit_mb is not None:
+        check_int("setup_devices: gpu_memory_limit_mb (None, or megabytes)", gpu_memory_limit_mb,
+                  least=64)
 
 
 def setup_devices(
@@ -152,3 +149,17 @@ def setup_devices(
         print(f"setup_devices({plan.n}): {plan.describe(gpu_memory_limit_mb)}")
         print("  devices:", ", ".join(devices))
     return devices
+
+
+def all_reduce_method(strategy) -> str:
+    """Name the all-reduce a `MirroredStrategy` uses, e.g. "CollectiveAllReduce (RING)".
+
+    Introduced in chapter 2. TensorFlow has no public API for this, so it reads the
+    strategy's private attributes; the unit tests catch a release that renames them.
+    """
+    extended = strategy.extended
+    method = type(extended._cross_device_ops).__name__
+    if method == "CollectiveAllReduce":
+        implementation = extended._communication_options.implementation
+        return f"{method} ({implementation.name})"
+    return method

@@ -20,19 +20,16 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from utils.checks import check_int
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # what the `torchrun` command runs
 LOOPBACK = "127.0.0.1"
 
 
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}.")
-
-
 def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports that are free on the loopback interface right now."""
-    _check_count("free_ports: count", count)
+    check_int("free_ports: count", count)
     sockets = [socket.socket() for _ in range(count)]
     try:
         for sock in sockets:  # all held open at once, so the ports differ
@@ -152,7 +149,7 @@ def launch_tf_workers(
     `ports` is None). With at least one GPU per worker (`gpu_count`), worker i sees only GPU i;
     otherwise they see none and run on the CPU. Returns each worker's output.
     """
-    _check_count("launch_tf_workers: num_workers", num_workers)
+    check_int("launch_tf_workers: num_workers", num_workers)
     if ports is None:
         ports = free_ports(num_workers)
     elif len(ports) != num_workers:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from utils.checks import check_int
+
 
 def printbar() -> None:
     """Print a separator line ending in the wall-clock time, as the book's sources do."""
@@ -43,9 +45,8 @@ def median_time(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1) 
     One timing on a shared machine proves nothing; a median of several is worth quoting.
     `fn` must wait for its own result (see `timer`).
     """
-    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"median_time: {name} must be an int >= {least}; got {value!r}.")
+    check_int("median_time: repeats", repeats)
+    check_int("median_time: warmup", warmup, least=0)
     for _ in range(warmup):
         fn()
     times = []

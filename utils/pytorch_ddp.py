@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from utils.checks import check_int
 from utils.errors import error_line
 
 
@@ -99,10 +100,7 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str, ep
     `per_rank_batch`: the first k-1 run under `model.no_sync()` (no all-reduce), and a last
     group of fewer than k micro-batches in an epoch is dropped, as `drop_last` does.
     """
-    if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or (
-        accumulation_steps < 1
-    ):
-        raise ValueError(f"accumulation_steps must be an int of at least 1; got {accumulation_steps!r}.")
+    check_int("accumulation_steps", accumulation_steps)
     torch.set_num_threads(1)  # the ranks share the machine's cores
     out = Path(out_dir)
     dist.init_process_group(
@@ -148,8 +146,7 @@ def run_ranks(fn, world_size: int, args: tuple = (), *, timeout_s: float = 120.0
     `TimeoutError` names the ranks that had not finished. A rank that fails raises a
     `RuntimeError` naming it (and the others are stopped).
     """
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"run_ranks: world_size must be a positive int; got {world_size!r}.")
+    check_int("run_ranks: world_size", world_size)
     context = torch.multiprocessing.start_processes(
         fn, args=args, nprocs=world_size, join=False, start_method="spawn"
     )

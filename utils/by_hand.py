@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from utils.checks import check_int
+
 
 def split_and_load(data, devices: Sequence[str]) -> list[tf.Tensor]:
     """Split `data` along its first axis into one part per device and copy each part there.
@@ -73,8 +75,7 @@ def ring_schedule(n: int) -> list[Transfer]:
     sum of chunk i+1. In each of the n-1 all-gather steps the finished chunks travel on around
     the ring. Every device sends 2(n-1) chunks of size/n: 2(n-1)/n of the data.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"ring_schedule: n must be a positive int; got {n!r}.")
+    check_int("ring_schedule: n", n)
     transfers = []
     for step in range(n - 1):
         for source in range(n):

@@ -1,11 +1,11 @@
-"""utils.parallel on two logical CPUs (in a fresh process) and the pure ring schedule."""
+"""utils.by_hand on two logical CPUs (in a fresh process) and the pure ring schedule."""
 
 from collections import Counter
 
 import pytest
 
 from tests.helpers import run_fresh
-from utils.parallel import ring_schedule
+from utils.by_hand import ring_schedule
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 8])
@@ -33,7 +33,7 @@ def test_ring_schedule_leaves_every_chunk_complete_everywhere(n):
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True])
 def test_ring_schedule_rejects_bad_counts(bad):
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="must be an int of at least 1"):
         ring_schedule(bad)
 
 
@@ -44,7 +44,7 @@ def test_split_and_all_reduce_on_logical_devices():
         devices = setup_devices(3, verbose=False)
         import numpy as np
         import tensorflow as tf
-        from utils.parallel import all_reduce_sum, ring_all_reduce, split_and_load
+        from utils.by_hand import all_reduce_sum, ring_all_reduce, split_and_load
 
         # even and uneven splits, placement, and nothing lost
         parts = split_and_load(np.arange(12).reshape(6, 2), devices)

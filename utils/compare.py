@@ -1,24 +1,10 @@
-"""Inspecting and checking distributed training (chapters 2 and 3)."""
+"""Comparing two trainings: the proof, in every chapter, that two ways give the same weights."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
-
-
-def all_reduce_method(strategy) -> str:
-    """Name the all-reduce a `MirroredStrategy` uses, e.g. "CollectiveAllReduce (RING)".
-
-    Introduced in chapter 2. TensorFlow has no public API for this, so it reads the
-    strategy's private attributes; the unit tests catch a release that renames them.
-    """
-    extended = strategy.extended
-    method = type(extended._cross_device_ops).__name__
-    if method == "CollectiveAllReduce":
-        implementation = extended._communication_options.implementation
-        return f"{method} ({implementation.name})"
-    return method
 
 
 def max_abs_difference(first: Sequence[np.ndarray], second: Sequence[np.ndarray]) -> float:

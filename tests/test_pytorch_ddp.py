@@ -1,4 +1,4 @@
-"""utils.torch_parallel: the sampler's batches, and DDP on 2 CPU processes == one process."""
+"""utils.pytorch_ddp: the sampler's batches, and DDP on 2 CPU processes == one process."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from utils.torch_parallel import (
+from utils.pytorch_ddp import (
     ddp_worker,
     global_batches,
     make_model,
@@ -128,7 +128,7 @@ def test_run_ranks_stops_a_hung_group_and_leaves_no_process(tmp_path):
 
 @pytest.mark.parametrize("bad", [0, -1, 2.0, True])
 def test_run_ranks_rejects_bad_world_sizes(bad):
-    with pytest.raises(ValueError, match="world_size must be a positive int"):
+    with pytest.raises(ValueError, match="world_size must be an int of at least 1"):
         run_ranks(_fails_on_rank_one, bad)
 
 

@@ -1,0 +1,23 @@
+"""utils.checks: the one check for counts."""
+
+import numpy as np
+import pytest
+
+from utils.checks import check_int
+
+
+@pytest.mark.parametrize("value", [1, 8, np.int64(3)])
+def test_whole_numbers_pass_as_int(value):
+    assert check_int("n", value) == int(value) and type(check_int("n", value)) is int
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, 2.0, True, "2", None])
+def test_anything_else_is_named_in_the_message(value):
+    with pytest.raises(ValueError, match=rf"^world_size must be an int of at least 1; got {value!r}\.$"):
+        check_int("world_size", value)
+
+
+def test_the_lower_bound_can_be_zero_or_more():
+    assert check_int("warmup", 0, least=0) == 0
+    with pytest.raises(ValueError, match="at least 64"):
+        check_int("gpu_memory_limit_mb", 32, least=64)

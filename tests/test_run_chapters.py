@@ -1,0 +1,24 @@
+"""tools.run_chapters: a chapter re-executed keeps what a reader sees and nothing that changes
+from run to run."""
+
+import nbformat
+
+from tools.run_chapters import run_chapter
+
+
+def test_a_run_keeps_stdout_and_results_and_drops_stderr_and_timestamps(tmp_path):
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import sys\nprint('a')\nprint('log', file=sys.stderr)\n"
+                                  "sys.stderr.flush(); sys.stdout.flush()\nprint('b')"),
+        nbformat.v4.new_code_cell("import os\nos.path.basename(os.getcwd())"),
+    ])
+    (tmp_path / "chapters").mkdir()
+    path = tmp_path / "chapters" / "chapter.ipynb"
+    nbformat.write(notebook, path)
+    run_chapter(path)
+    first, second = nbformat.read(path, as_version=4).cells
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in first.outputs] == [
+        ("stream", "stdout", "a\nb\n")]
+    assert second.outputs[0].data["text/plain"] == "'chapters'"  # ran in the notebook's folder
+    assert [first.execution_count, second.execution_count] == [1, 2]
+    assert "execution" not in first.metadata and "execution" not in second.metadata

@@ -1,0 +1,62 @@
+"""Re-execute chapters top to bottom in a fresh kernel, keeping only what the book needs.
+
+    python -m tools.run_chapters chapters/04_custom_loops.ipynb [more chapters ...]
+
+Committed outputs must come from such a run of the committed code. nbclient runs each
+notebook from its own folder, as nbval and Colab do. Afterwards the stderr streams are
+dropped: they hold TensorFlow's log lines with timestamps and thread ids, which change on
+every run, and the book shows none of them (myst-nb's `output_stderr: remove`; nbval does
+not compare them). What is left is what a reader sees, so re-running a chapter changes only
+that. tests/test_book.py checks every chapter for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+
+def keep_what_the_book_needs(notebook: nbformat.NotebookNode) -> None:
+    """Drop stderr streams and execution timestamps; merge what stdout then has side by side."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.metadata.pop("execution", None)
+        kept = []
+        for output in cell.outputs:
+            if output.output_type == "stream" and output.name == "stderr":
+                continue
+            if output.output_type == "stream" and kept and kept[-1].output_type == "stream":
+                kept[-1].text += output.text
+            else:
+                kept.append(output)
+        cell.outputs = kept
+
+
+def run_chapter(path: Path, timeout_s: int = 900) -> None:
+    """Execute the notebook at `path` in a fresh kernel and write it back, trimmed."""
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=timeout_s, kernel_name="python3", record_timing=False,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    keep_what_the_book_needs(notebook)
+    nbformat.write(notebook, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tools.run_chapters", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    args = parser.parse_args(argv)
+    for path in args.notebooks:
+        start = time.perf_counter()
+        run_chapter(path, args.timeout)
+        print(f"{path}: ran in {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
