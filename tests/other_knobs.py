@@ -10,7 +10,7 @@ keeps the second run short. tests/test_book.py checks that each name is a knob o
 OTHER_KNOBS: dict[str, dict[str, object]] = {
     "01_single_gpu": {"EPOCHS": 4, "MATMUL_SHAPE": (1000, 100, 10000)},
     "02_simulating_devices": {"ROWS": 2048, "REPEATS": 3},
-    "03_mirrored_fit": {"EPOCHS": 2, "PER_REPLICA_BATCH": 64},
+    "03_mirrored_fit": {"EPOCHS": 2},  # another batch size: tests/test_knobs.py
     "04_custom_loops": {"EPOCHS": 1},  # 4 devices and 1 epoch: tests/test_knobs.py
     "05_data_parallel_by_hand": {"EPOCHS": 2, "BATCH_SIZE": 64},
     "06_legacy_multi_gpu_model": {"EPOCHS": 3},
