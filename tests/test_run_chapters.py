@@ -6,10 +6,11 @@ import nbformat
 from tools.run_chapters import run_chapter
 
 
-def test_a_run_keeps_stdout_and_results_and_drops_stderr_and_timestamps(tmp_path):
+def test_a_run_keeps_what_a_reader_sees_and_drops_stderr_and_timestamps(tmp_path):
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import sys\nprint('a')\nprint('log', file=sys.stderr)\n"
-                                  "sys.stderr.flush(); sys.stdout.flush()\nprint('b')"),
+                                  "sys.stderr.flush(); sys.stdout.flush()\nprint('b')\n"
+                                  "print('50%', end='\\r', flush=True)\nprint('100%')"),
         nbformat.v4.new_code_cell("import os\nos.path.basename(os.getcwd())"),
     ])
     (tmp_path / "chapters").mkdir()
@@ -18,7 +19,7 @@ def test_a_run_keeps_stdout_and_results_and_drops_stderr_and_timestamps(tmp_path
     run_chapter(path)
     first, second = nbformat.read(path, as_version=4).cells
     assert [(o.output_type, o.get("name"), o.get("text")) for o in first.outputs] == [
-        ("stream", "stdout", "a\nb\n")]
+        ("stream", "stdout", "a\nb\n100%\n")]  # a progress bar keeps its last state
     assert second.outputs[0].data["text/plain"] == "'chapters'"  # ran in the notebook's folder
     assert [first.execution_count, second.execution_count] == [1, 2]
     assert "execution" not in first.metadata and "execution" not in second.metadata

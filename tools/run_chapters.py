@@ -18,23 +18,18 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 
 def keep_what_the_book_needs(notebook: nbformat.NotebookNode) -> None:
-    """Drop stderr streams and execution timestamps; merge what stdout then has side by side."""
+    """Drop stderr streams and execution timestamps, then let nbconvert merge the streams left
+    side by side and apply their carriage returns (progress bars keep their last state)."""
     for cell in notebook.cells:
-        if cell.cell_type != "code":
-            continue
-        cell.metadata.pop("execution", None)
-        kept = []
-        for output in cell.outputs:
-            if output.output_type == "stream" and output.name == "stderr":
-                continue
-            if output.output_type == "stream" and kept and kept[-1].output_type == "stream":
-                kept[-1].text += output.text
-            else:
-                kept.append(output)
-        cell.outputs = kept
+        if cell.cell_type == "code":
+            cell.metadata.pop("execution", None)
+            cell.outputs = [output for output in cell.outputs
+                            if not (output.output_type == "stream" and output.name == "stderr")]
+    CoalesceStreamsPreprocessor().preprocess(notebook, {})
 
 
 def run_chapter(path: Path, timeout_s: int = 900) -> None:
