@@ -96,14 +96,13 @@ def test_internal_links_resolve(site, browser, page_name):
 
 @pytest.mark.parametrize("page_name", PAGES)
 def test_code_fits_the_page_without_scrolling_sideways(site, browser, page_name):
-    """On a 1440-pixel-wide laptop screen, no shown code cell and no output scrolls sideways
-    (the hidden setup cell, behind its toggle, may: its clone line is one long URL)."""
+    """On a 1440-pixel-wide laptop screen, no code cell and no output scrolls sideways."""
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     page.route("http*://**", lambda route: route.abort())
     page.goto((site / f"{page_name}.html").as_uri())
     overflowing = page.evaluate(
         "Array.from(document.querySelectorAll("
-        "'div.cell:not(.tag_hide-input) div.cell_input pre, div.cell div.cell_output pre'))"
+        "'div.cell div.cell_input pre, div.cell div.cell_output pre'))"
         ".filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
         ".map(pre => pre.textContent.split('\\n').reduce((a, b) => a.length > b.length ? a : b))")
     assert not overflowing, f"code or output wider than the page: {overflowing}"
