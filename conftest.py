@@ -23,6 +23,14 @@ def _sanitize_for_the_output_policy(self, text):
 IPyNbCell.sanitize = _sanitize_for_the_output_policy
 
 
+def pytest_xdist_auto_num_workers(config):
+    """How many pytest-xdist workers `-n auto` (pytest.ini) starts: one per CPU core, at most
+    4 (each runs TensorFlow in its own kernel). None on a GPU machine: the notebooks would
+    share its GPUs, so there they run one after another."""
+    cores = os.cpu_count() or 1
+    return 0 if cores < 2 or count_nvidia_gpus() else min(cores, 4)
+
+
 def pytest_configure(config):
     """On a GPU machine, run every notebook cell but compare printed outputs only where asked.
 
@@ -121,5 +129,9 @@ def pytest_terminal_summary(terminalreporter):
     """Print the time each part of the suite took (README.md quotes it)."""
     if _SECONDS_BY_PART:
         terminalreporter.section("time per part")
+        workers = terminalreporter.config.option.numprocesses
+        if workers:
+            terminalreporter.write_line(f"(test time summed over {workers} pytest-xdist "
+                                        "workers side by side: more than the wall time)")
         for part, seconds in sorted(_SECONDS_BY_PART.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{seconds:8.0f} s  {part}")

@@ -18,8 +18,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_chapter_holds_with_other_knob_values(tmp_path, case):
+def test_chapter_holds_with_other_knob_values(tmp_path, monkeypatch, case):
     name, devices, values = CASES[case]
+    # its own cache: chapter 4 writes image folders there while nbval may run it beside
+    monkeypatch.setenv("MULTIGPU_BOOK_CACHE", str(tmp_path / "cache"))
     notebook = nbformat.read(ROOT / "chapters" / f"{name}.ipynb", as_version=4)
     setup = notebook.cells[next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code")]
     assert "setup_devices(2)" in setup.source
