@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from utils.timing import median_time, printbar, timer
+from utils.timing import median_time, printbar, steady_epoch_seconds, timer
 
 
 def test_printbar_prints_a_bar_and_the_time(capsys):
@@ -42,3 +42,14 @@ def test_median_time_is_the_median():
 def test_median_time_rejects_bad_counts(kwargs):
     with pytest.raises(ValueError, match="must be an int"):
         median_time(lambda: None, **kwargs)
+
+
+def test_steady_epoch_seconds_leaves_out_the_tracing_epoch():
+    assert steady_epoch_seconds({"epoch_seconds": [9.0, 1.0, 3.0, 2.0]}) == 2.0
+    assert steady_epoch_seconds({"epoch_seconds": [9.0, 1.0]}) == 1.0
+    assert steady_epoch_seconds({"epoch_seconds": [9.0]}) == 9.0  # one epoch: all there is
+
+
+def test_steady_epoch_seconds_says_what_is_missing():
+    with pytest.raises(ValueError, match="train at least one epoch"):
+        steady_epoch_seconds({"epoch_seconds": []})

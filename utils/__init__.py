@@ -22,6 +22,7 @@ _HOMES = {
     "plot_curves": "utils.plotting",
     "median_time": "utils.timing",
     "printbar": "utils.timing",
+    "steady_epoch_seconds": "utils.timing",
     "timer": "utils.timing",
     "EpochTimes": "utils.training",
     "fit_model": "utils.training",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -55,3 +55,16 @@ def median_time(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1) 
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def steady_epoch_seconds(history: Mapping[str, Sequence[float]]) -> float:
+    """Median epoch wall time of a `fit_model` history (its `epoch_seconds`).
+
+    The first epoch traces and compiles the training step, so it is left out when there are
+    more (chapters 3 and 6).
+    """
+    seconds = list(history["epoch_seconds"])
+    if not seconds:
+        raise ValueError("steady_epoch_seconds: the history has no epoch times; train at "
+                         "least one epoch with utils.fit_model, which records them.")
+    return statistics.median(seconds[1:] or seconds)
