@@ -95,8 +95,8 @@ def test_internal_links_resolve(site, browser, page_name):
 
 
 @pytest.mark.parametrize("page_name", PAGES)
-def test_code_fits_the_page_without_scrolling_sideways(site, browser, page_name):
-    """On a 1440-pixel-wide laptop screen, no code cell and no output scrolls sideways."""
+def test_code_and_tables_fit_the_page_without_scrolling_sideways(site, browser, page_name):
+    """On a 1440-pixel-wide laptop screen, no code cell, output or table scrolls sideways."""
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     page.route("http*://**", lambda route: route.abort())
     page.goto((site / f"{page_name}.html").as_uri())
@@ -106,4 +106,10 @@ def test_code_fits_the_page_without_scrolling_sideways(site, browser, page_name)
         ".filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
         ".map(pre => pre.textContent.split('\\n').reduce((a, b) => a.length > b.length ? a : b))")
     assert not overflowing, f"code or output wider than the page: {overflowing}"
+    tables = page.evaluate(
+        "Array.from(document.querySelectorAll('div.pst-scrollable-table-container'))"
+        ".filter(box => box.scrollWidth > box.clientWidth + 1)"
+        ".map(box => `${box.scrollWidth - box.clientWidth} px too wide: `"
+        " + box.querySelector('tr').textContent.trim().replace(/\\s+/g, ' '))")
+    assert not tables, f"tables wider than the page: {tables}"
     page.close()
