@@ -1,6 +1,7 @@
 """Shared by the tests: TensorFlow configures devices once per process, so some tests
 run their code in a fresh Python process."""
 
+import functools
 import subprocess
 import sys
 import textwrap
@@ -29,8 +30,12 @@ def run_fresh(code: str) -> subprocess.CompletedProcess:
     )
 
 
+@functools.cache
 def count_nvidia_gpus(run=subprocess.run) -> int:
-    """How many NVIDIA GPUs `nvidia-smi -L` lists; 0 when there is no driver or no GPU."""
+    """How many NVIDIA GPUs `nvidia-smi -L` lists; 0 when there is no driver or no GPU.
+
+    Asked once per process (conftest.py needs it twice); `run` replaces `subprocess.run`
+    in tests, each with its own cached answer."""
     try:
         listing = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
     except (FileNotFoundError, subprocess.TimeoutExpired):

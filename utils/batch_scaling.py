@@ -7,9 +7,12 @@ import numbers
 
 import keras
 
+from utils.checks import check_int
 
-def _positive(name: str, value: object, kind: type = numbers.Real) -> None:
-    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+
+def _positive(name: str, value: object) -> None:
+    """A learning rate must be a positive real number (counts go through check_int)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value <= 0:
         raise ValueError(f"{name} must be a positive number; got {value!r}.")
 
 
@@ -20,8 +23,8 @@ def linear_scaled_learning_rate(base_lr: float, base_batch: int, global_batch: i
     device); `global_batch` is what a step now takes (per-replica batch x replicas).
     """
     _positive("base_lr", base_lr)
-    _positive("base_batch", base_batch, numbers.Integral)
-    _positive("global_batch", global_batch, numbers.Integral)
+    check_int("base_batch", base_batch)
+    check_int("global_batch", global_batch)
     return base_lr * global_batch / base_batch
 
 
@@ -35,7 +38,7 @@ class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, start: float, target: float, warmup_steps: int) -> None:
         _positive("start", start)
         _positive("target", target)
-        _positive("warmup_steps", warmup_steps, numbers.Integral)
+        check_int("warmup_steps", warmup_steps)
         self.start, self.target, self.warmup_steps = float(start), float(target), int(warmup_steps)
 
     def __call__(self, step):
