@@ -54,6 +54,25 @@ def browser():
         chromium.close()
 
 
+@pytest.fixture(scope="module")
+def opened(site, browser):
+    """`opened(name)`: the page `name` loaded once, offline, on a 1440-pixel-wide laptop
+    screen, and shared by the checks below (a page load costs about a second)."""
+    pages = {}
+
+    def open_page(page_name):
+        if page_name not in pages:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.route("http*://**", lambda route: route.abort())  # nothing may be fetched
+            page.goto((site / f"{page_name}.html").as_uri())
+            pages[page_name] = page
+        return pages[page_name]
+
+    yield open_page
+    for page in pages.values():
+        page.close()
+
+
 def image_outputs(notebook_path: Path) -> int:
     notebook = json.loads(notebook_path.read_text())
     return sum("image/png" in output.get("data", {})
@@ -61,10 +80,8 @@ def image_outputs(notebook_path: Path) -> int:
 
 
 @pytest.mark.parametrize("page_name", PAGES)
-def test_chapter_page_renders_outputs_figures_and_its_own_colab_link(site, browser, page_name):
-    page = browser.new_page()
-    page.route("http*://**", lambda route: route.abort())  # offline: nothing may be fetched
-    page.goto((site / f"{page_name}.html").as_uri())
+def test_chapter_page_renders_outputs_figures_and_its_own_colab_link(opened, page_name):
+    page = opened(page_name)
     outputs = page.locator("div.cell_output").all_inner_texts()
     assert any(text.strip() for text in outputs), "no executed output is shown"
     assert not any("oneDNN" in text or "cuInit" in text for text in outputs), "stderr is shown"
@@ -78,28 +95,22 @@ def test_chapter_page_renders_outputs_figures_and_its_own_colab_link(site, brows
     colab = page.evaluate(
         "Array.from(document.querySelectorAll('a')).map(a => a.href).filter(h => h.includes('colab.research'))")
     assert colab and set(colab) == {expected}
-    page.close()
 
 
 @pytest.mark.parametrize("page_name", ["intro", *PAGES])
-def test_internal_links_resolve(site, browser, page_name):
-    page = browser.new_page()
-    page.route("http*://**", lambda route: route.abort())
-    page.goto((site / f"{page_name}.html").as_uri())
+def test_internal_links_resolve(opened, page_name):
+    page = opened(page_name)
     links = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
     local = {unquote(urlparse(link).path) for link in links if link.startswith("file://")}
     assert local, "no internal links found"
     missing = sorted(path for path in local if not Path(path).exists())
     assert not missing, missing
-    page.close()
 
 
 @pytest.mark.parametrize("page_name", PAGES)
-def test_code_and_tables_fit_the_page_without_scrolling_sideways(site, browser, page_name):
+def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_name):
     """On a 1440-pixel-wide laptop screen, no code cell, output or table scrolls sideways."""
-    page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.route("http*://**", lambda route: route.abort())
-    page.goto((site / f"{page_name}.html").as_uri())
+    page = opened(page_name)
     overflowing = page.evaluate(
         "Array.from(document.querySelectorAll("
         "'div.cell div.cell_input pre, div.cell div.cell_output pre'))"
@@ -112,4 +123,3 @@ def test_code_and_tables_fit_the_page_without_scrolling_sideways(site, browser, 
         ".map(box => `${box.scrollWidth - box.clientWidth} px too wide: `"
         " + box.querySelector('tr').textContent.trim().replace(/\\s+/g, ' '))")
     assert not tables, f"tables wider than the page: {tables}"
-    page.close()
