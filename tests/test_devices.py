@@ -58,6 +58,8 @@ def test_rejects_bad_gpu_memory_limit(bad):
 
 def test_describes_each_plan():
     assert "logical CPU" in plan_devices(2, 0).describe(None)
+    assert plan_devices(2, 0).simulated and plan_devices(2, 1).simulated
+    assert not plan_devices(2, 4).simulated and not plan_devices(1, 1).simulated
     assert "2048 MB" in plan_devices(2, 1).describe(None)
     assert "1000 MB" in plan_devices(2, 1).describe(1000)
     assert "2 of 4 physical GPU(s), memory growth on; TF32 off" in plan_devices(2, 4).describe(None)

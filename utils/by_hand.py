@@ -16,10 +16,10 @@ from utils.checks import check_int
 
 
 def split_and_load(data, devices: Sequence[str]) -> list[tf.Tensor]:
-    """Split `data` along its first axis into one part per device and copy each part there.
+    """Split `data` along its first axis into one part per device; copy each part there.
 
-    When the size is not a multiple of the number of devices, the first parts get one extra
-    row (as `np.array_split` does). Every device must get at least one row.
+    When the size is not a multiple of the number of devices, the first parts get one
+    extra row (as `np.array_split` does). Every device must get at least one row.
     """
     if not devices:
         raise ValueError("split_and_load: give at least one device.")
@@ -27,8 +27,9 @@ def split_and_load(data, devices: Sequence[str]) -> list[tf.Tensor]:
     rows = int(data.shape[0])
     if rows < len(devices):
         raise ValueError(
-            f"split_and_load: {rows} rows cannot feed {len(devices)} devices; every device "
-            "needs at least one. Use a batch at least as large as the number of devices."
+            f"split_and_load: {rows} rows cannot feed {len(devices)} devices; every "
+            "device needs at least one. Use a batch at least as large as the number of "
+            "devices."
         )
     sizes = [len(part) for part in np.array_split(np.arange(rows), len(devices))]
     parts = tf.split(data, sizes)
@@ -40,10 +41,11 @@ def split_and_load(data, devices: Sequence[str]) -> list[tf.Tensor]:
 
 
 def all_reduce_sum(tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-    """Naive all-reduce: add all tensors on the first one's device, then copy the sum back.
+    """Naive all-reduce: add all tensors on the first one's device, copy the sum back.
 
-    Each input stays where it is; the result is one copy of the sum on every input's device.
-    Simple, but the first device receives and sends everything: (N-1) full copies each way.
+    Each input stays where it is; the result is one copy of the sum on every input's
+    device. Simple, but the first device receives and sends everything: (N-1) full
+    copies each way.
     """
     if not tensors:
         raise ValueError("all_reduce_sum: give at least one tensor.")
@@ -70,23 +72,22 @@ class Transfer:
 def ring_schedule(n: int) -> list[Transfer]:
     """The messages of a ring all-reduce over `n` devices, in order.
 
-    The data is cut into `n` chunks. In each of the n-1 reduce-scatter steps every device i
-    sends one chunk to device i+1, which adds it to its own; afterwards device i holds the full
-    sum of chunk i+1. In each of the n-1 all-gather steps the finished chunks travel on around
-    the ring. Every device sends 2(n-1) chunks of size/n: 2(n-1)/n of the data.
+    The data is cut into `n` chunks. In each of the n-1 reduce-scatter steps every
+    device i sends one chunk to device i+1, which adds it to its own; afterwards
+    device i holds the full sum of chunk i+1. In each of the n-1 all-gather steps the
+    finished chunks travel on around the ring. Every device sends 2(n-1) chunks of
+    size/n: 2(n-1)/n of the data.
     """
     check_int("ring_schedule: n", n)
     transfers = []
     for step in range(n - 1):
         for source in range(n):
-            transfers.append(
-                Transfer(step, "reduce-scatter", source, (source + 1) % n, (source - step) % n)
-            )
+            target, chunk = (source + 1) % n, (source - step) % n
+            transfers.append(Transfer(step, "reduce-scatter", source, target, chunk))
     for step in range(n - 1):
         for source in range(n):
-            transfers.append(
-                Transfer(step, "all-gather", source, (source + 1) % n, (source + 1 - step) % n)
-            )
+            target, chunk = (source + 1) % n, (source + 1 - step) % n
+            transfers.append(Transfer(step, "all-gather", source, target, chunk))
     return transfers
 
 

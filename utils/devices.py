@@ -29,18 +29,19 @@ class DevicePlan:
     kind: str  # "GPU" or "CPU": the device type the returned names refer to
     split: bool  # True when one physical device is carved into n logical devices
 
+    @property
+    def simulated(self) -> bool:
+        """True when the devices are logical ones sharing one physical device."""
+        return self.kind == "CPU" or self.split
+
     def describe(self, gpu_memory_limit_mb: int | None) -> str:
-        """One sentence saying what was set up."""
+        """What was set up, in a few words (`setup_devices` prints it)."""
         if self.kind == "CPU":
-            return (
-                f"{self.n} logical CPU device(s) sharing this machine's CPU cores "
-                "(no GPU found): a simulation that checks correctness, not speed"
-            )
+            return f"{self.n} logical CPU device(s) on this machine's cores (no GPU found)"
         if self.split:
             return (
                 f"{self.n} logical GPUs of {gpu_memory_limit_mb or DEFAULT_GPU_MEMORY_LIMIT_MB} "
-                "MB each, carved out of 1 physical GPU: a simulation that checks correctness, "
-                "not speed; TF32 off"
+                "MB each, carved out of 1 physical GPU; TF32 off"
             )
         memory = f"capped at {gpu_memory_limit_mb} MB each" if gpu_memory_limit_mb else "memory growth on"
         return f"{self.n} of {self.num_gpus} physical GPU(s), {memory}; TF32 off"
@@ -147,6 +148,8 @@ def setup_devices(
         raise RuntimeError(_restart_message(plan.n))
     if verbose:
         print(f"setup_devices({plan.n}): {plan.describe(gpu_memory_limit_mb)}")
+        if plan.simulated:
+            print("  a simulation: it checks correctness, not speed")
         print("  devices:", ", ".join(devices))
     return devices
 

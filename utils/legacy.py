@@ -29,14 +29,14 @@ class ParallelModel(keras.Model):
         tf.debugging.assert_greater_equal(
             batch,
             parts,
-            message=f"multi_gpu_model: a batch must hold at least one example per device "
-            f"({parts}); use a larger batch_size",
+            message=f"multi_gpu_model: a batch must hold at least one example per "
+            f"device ({parts}); use a larger batch_size",
         )
         size = batch // parts
         outputs = []
         for index, device in enumerate(self.devices):
             start = index * size
-            # like the original, the last device also takes the remainder of an uneven batch
+            # like the original: the last device also takes an uneven batch's remainder
             stop = batch if index == parts - 1 else start + size
             with tf.device(device):
                 outputs.append(self.template(inputs[start:stop], training=training))

@@ -89,30 +89,30 @@ def train_one_process(data: TensorDataset, *, world_size: int, per_rank_batch: i
     return model
 
 
-def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str, epochs: int,
-               per_rank_batch: int, lr: float, seed: int, dtype_name: str = "float32",
-               accumulation_steps: int = 1) -> None:
-    """One DDP process on the CPU (gloo backend): trains, then saves weights and timings.
+def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
+               epochs: int, per_rank_batch: int, lr: float, seed: int,
+               dtype_name: str = "float32", accumulation_steps: int = 1) -> None:
+    """One DDP process on the CPU (gloo backend): trains, saves weights and timings.
 
     Start it with `torch.multiprocessing.spawn(ddp_worker, args=(world_size, ...),
     nprocs=world_size)`. Rank r writes `rank{r}.pt` and `rank{r}.json` into `out_dir`.
-    With `accumulation_steps=k` (chapter 11), each optimizer step uses k micro-batches of
-    `per_rank_batch`: the first k-1 run under `model.no_sync()` (no all-reduce), and a last
-    group of fewer than k micro-batches in an epoch is dropped, as `drop_last` does.
+    With `accumulation_steps=k` (chapter 11), each optimizer step uses k micro-batches
+    of `per_rank_batch`: the first k-1 run under `model.no_sync()` (no all-reduce), and
+    a last group of fewer than k micro-batches in an epoch is dropped, as `drop_last`
+    does.
     """
     check_int("accumulation_steps", accumulation_steps)
     torch.set_num_threads(1)  # the ranks share the machine's cores
     out = Path(out_dir)
-    dist.init_process_group(
-        "gloo", init_method=f"file://{out / 'rendezvous'}", rank=rank, world_size=world_size
-    )
+    dist.init_process_group("gloo", init_method=f"file://{out / 'rendezvous'}",
+                            rank=rank, world_size=world_size)
     try:
         model = DistributedDataParallel(make_model(seed, getattr(torch, dtype_name)))
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-        sampler = DistributedSampler(
-            data, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=True
-        )
-        loader = DataLoader(data, batch_size=per_rank_batch, sampler=sampler, drop_last=True)
+        sampler = DistributedSampler(data, num_replicas=world_size, rank=rank,
+                                     shuffle=True, seed=seed, drop_last=True)
+        loader = DataLoader(data, batch_size=per_rank_batch, sampler=sampler,
+                            drop_last=True)
         steps = len(loader) // accumulation_steps
         epoch_seconds, losses = [], []
         for epoch in range(epochs):
@@ -124,7 +124,8 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str, ep
                 last = (index + 1) % accumulation_steps == 0
                 with contextlib.nullcontext() if last else model.no_sync():
                     loss = nn.functional.cross_entropy(model(images), labels)
-                    (loss / accumulation_steps).backward()  # DDP averages across ranks if `last`
+                    # DDP averages the gradients across ranks when `last`
+                    (loss / accumulation_steps).backward()
                 if last:
                     optimizer.step()
                     optimizer.zero_grad()

@@ -91,27 +91,30 @@ def model_and_optimizer(
     return model, optimizer
 
 
-def make_distributed_step(strategy, model: keras.Model, optimizer, global_batch_size: int,
+def make_distributed_step(strategy, model: keras.Model, optimizer,
+                          global_batch_size: int,
                           metrics: Sequence[keras.metrics.Metric] = ()):
-    """The custom-loop training step of chapter 4, as a `tf.function` of a distributed batch.
+    """Chapter 4's custom-loop training step: a `tf.function` of a distributed batch.
 
     Each replica computes the cross-entropy of its slice per example, scales it with
-    `tf.nn.compute_average_loss(..., global_batch_size)` and applies its gradients (Keras
-    sums them across replicas); the step returns the batch loss (replica losses summed).
-    Each of `metrics` (made in the strategy's scope) is updated with the slice's labels and logits.
-    Gradients are taken of `optimizer.scale_loss(loss)`, which is the loss itself except for a
-    `LossScaleOptimizer` (mixed float16, chapter 11), whose `apply_gradients` unscales them.
-    Build the optimizer before the first call (`model_and_optimizer` does). Used by chapters
-    9, 10 and 11 and `utils.bench`.
+    `tf.nn.compute_average_loss(..., global_batch_size)` and applies its gradients
+    (Keras sums them across replicas); the step returns the batch loss (replica losses
+    summed). Each of `metrics` (made in the strategy's scope) is updated with the
+    slice's labels and logits. Gradients are taken of `optimizer.scale_loss(loss)`,
+    which is the loss itself except for a `LossScaleOptimizer` (mixed float16, chapter
+    11), whose `apply_gradients` unscales them. Build the optimizer before the first
+    call (`model_and_optimizer` does). Used by chapters 9, 10 and 11 and `utils.bench`.
     """
-    loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                            reduction=None)
 
     def replica_step(images, labels):
         with tf.GradientTape() as tape:
             logits = model(images, training=True)
             per_example = loss_object(labels, logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-            scaled = optimizer.scale_loss(loss)  # on the tape, so its gradient is recorded
+            loss = tf.nn.compute_average_loss(per_example,
+                                              global_batch_size=global_batch_size)
+            scaled = optimizer.scale_loss(loss)  # on the tape: its gradient is recorded
         gradients = tape.gradient(scaled, model.trainable_variables)
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         for metric in metrics:
