@@ -87,9 +87,22 @@ class RunAllAgain(pytest.Item):
         return self.path, 0, f"{self.parent.name}::Run all again, other knobs"
 
 
+def _runs_notebooks(item) -> bool:
+    """Whether `item` executes a whole chapter: its nbval cells, or a papermill run of it."""
+    return item.path.suffix == ".ipynb" or item.path.name == "test_knobs.py"
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Do not compare stderr in notebooks (TensorFlow logs to it nondeterministically), and
-    follow each notebook's cells with a second run of all of them, with other knobs."""
+    """Do not compare stderr in notebooks (TensorFlow logs to it nondeterministically),
+    follow each notebook's cells with a second run of all of them, with other knobs, and
+    start with the files that run chapters.
+
+    pytest-xdist hands out whole files (pytest.ini: --dist loadfile, in collection order with
+    --no-loadscope-reorder). A chapter takes 15 s to 5 min and a unit-test file seconds, so
+    with the chapters first the short files fill in at the end while the other worker
+    finishes its last chapter, instead of one worker running a long chapter alone.
+    """
+    items.sort(key=lambda item: not _runs_notebooks(item))  # stable: files stay in order
     extended = []
     for position, item in enumerate(items):
         extended.append(item)
