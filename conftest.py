@@ -87,9 +87,13 @@ class RunAllAgain(pytest.Item):
         return self.path, 0, f"{self.parent.name}::Run all again, other knobs"
 
 
+# how the test ids of the chapters and of their papermill runs begin
+CHAPTERS, PAPERMILL_RUNS = "chapters/", "tests/test_knobs.py"
+
+
 def _runs_notebooks(item) -> bool:
     """Whether `item` executes a whole chapter: its nbval cells, or a papermill run of it."""
-    return item.path.suffix == ".ipynb" or item.path.name == "test_knobs.py"
+    return item.nodeid.startswith((CHAPTERS, PAPERMILL_RUNS))
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -122,13 +126,13 @@ _SECONDS_BY_PART: dict[str, float] = {}
 
 def _part(nodeid: str) -> str:
     """Which part of the suite a test belongs to, for the time summary."""
-    if nodeid.startswith("chapters/"):
+    if nodeid.startswith(CHAPTERS):
         if nodeid.endswith("Run all again, other knobs"):
             return "chapters, run again with other knobs"
         return "chapters (nbval)"
     if nodeid.startswith("tests/test_rendered_book.py"):
         return "book build and browser"
-    if nodeid.startswith("tests/test_knobs.py"):
+    if nodeid.startswith(PAPERMILL_RUNS):
         return "chapters with other knobs (papermill)"
     return "unit and structure tests"
 
