@@ -3,7 +3,7 @@
 conftest.RunAllAgain runs every chapter a second time in the same kernel, with these values
 put in after its `parameters` cell: a chapter must hold for other sensible values of its
 knobs (every assertion in it still passes) and must survive being run twice. Most are
-cheaper than the committed values (fewer epochs, examples, timed steps or batch sizes), which
+cheaper than the committed values (fewer epochs, examples, timed repeats or batch sizes), which
 keeps the second run short; chapter 1 trains longer, so "more epochs" is covered too.
 tests/test_book.py checks that each name is a knob of its chapter.
 """

