@@ -1,12 +1,15 @@
 """utils.training: fit, the custom step and the scope helper, in a fresh process (TensorFlow
 configures its devices once per process)."""
 
+import re
+
 from tests.helpers import run_fresh
 
 
 def test_mirrored_fit_equals_one_device_and_the_custom_step():
     """MirroredStrategy on 2 logical CPUs trains the same weights as one plain device, and
-    make_distributed_step trains the same weights as fit."""
+    make_distributed_step trains the same weights as fit; fit_model raises no Python warning,
+    where `fit` with its default `shuffle=True` warns for a tf.data.Dataset."""
     result = run_fresh(
         """
         from utils import setup_devices
@@ -23,6 +26,11 @@ def test_mirrored_fit_equals_one_device_and_the_custom_step():
         two, two_history = fit_model(data, strategy=mirrored, epochs=1)
         print("DIFF", max_abs_difference(one.get_weights(), two.get_weights()))
         print("XLA", one.jit_compile, two.jit_compile)
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:  # fit's default, for contrast
+            warnings.simplefilter("always")
+            one.fit(data.take(1), verbose=0)
+        print("DEFAULT_WARNS", any("shuffle=True" in str(w.message) for w in caught))
 
         from utils import make_distributed_step, model_and_optimizer
         custom, optimizer = model_and_optimizer(mirrored)
@@ -40,12 +48,14 @@ def test_mirrored_fit_equals_one_device_and_the_custom_step():
         """
     )
     assert result.returncode == 0, result.stderr
+    assert not re.search(r"\w+Warning: ", result.stderr), result.stderr
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
     assert float(lines["DIFF"]) < 1e-5, result.stdout
     one_loss, two_loss = map(float, lines["LOSS"].split())
     assert abs(one_loss - two_loss) < 1e-5
     assert lines["EPOCHS"] == "1"
     assert lines["MIRRORED"] == "MirroredVariable True 0.05"  # made in the scope, built
+    assert lines["DEFAULT_WARNS"] == "True"  # what chapter 3 says of Keras 3.15
     assert lines["XLA"] == "False False"  # stated, not Keras's device-dependent "auto"
     assert float(lines["CUSTOM"]) < 1e-6  # the custom step trains what fit trains
     assert abs(float(lines["CUSTOM_LOSS"]) - two_loss) < 1e-5

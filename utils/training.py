@@ -65,6 +65,7 @@ def fit_model(
         train_data, epochs=epochs, validation_data=validation_data, verbose=0,
         callbacks=[timer, *callbacks],
         steps_per_epoch=steps_per_epoch,
+        shuffle=False,  # a dataset shuffles itself; `fit`'s default True warns (chapter 3)
     ).history
     return model, {**history, "epoch_seconds": timer.seconds}
 
