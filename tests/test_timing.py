@@ -19,6 +19,17 @@ def test_timer_measures_and_prints(capsys):
     assert re.fullmatch(r"sleep: \d+\.\d{3} s\n", capsys.readouterr().out)
 
 
+def test_timer_counts_cpu_time_apart_from_waiting():
+    with timer("sleep", verbose=False) as waiting:
+        time.sleep(0.2)
+    with timer("work", verbose=False) as working:
+        begin = time.process_time()
+        while time.process_time() - begin < 0.2:  # 0.2 s of work, however long it waits
+            pass
+    assert waiting.cpu_seconds < waiting.seconds / 2
+    assert working.cpu_seconds >= 0.2
+
+
 def test_timer_can_be_quiet(capsys):
     with timer("quiet", verbose=False) as timing:
         pass
