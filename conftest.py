@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbval.plugin import IPyNbCell
 
-from tests.helpers import count_nvidia_gpus
+from tests.helpers import count_nvidia_gpus, temporary_files_in_one_folder
 from tests.other_knobs import assignments
 from tests.output_policy import TolerantText
 
@@ -32,7 +32,8 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_configure(config):
-    """On a GPU machine, run every notebook cell but compare printed outputs only where asked.
+    """Temporary files go to one folder removed at the end (tests/helpers.py). On a GPU
+    machine, run every notebook cell but compare printed outputs only where asked.
 
     The committed outputs come from the book's CPU machine. On GPUs the same code prints
     other device names and slightly different floating-point numbers, so there nbval runs
@@ -40,6 +41,7 @@ def pytest_configure(config):
     only cells marked `# NBVAL_CHECK_OUTPUT` are compared. Set BOOK_NBVAL_STRICT=1 to
     compare everything anyway.
     """
+    temporary_files_in_one_folder(config)
     if getattr(config.option, "nbval", False) and os.environ.get("BOOK_NBVAL_STRICT") != "1":
         gpus = count_nvidia_gpus()
         if gpus:

@@ -2,8 +2,11 @@
 run their code in a fresh Python process."""
 
 import functools
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -43,3 +46,17 @@ def count_nvidia_gpus(run=subprocess.run) -> int:
     if listing.returncode != 0:
         return 0
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def temporary_files_in_one_folder(config) -> str:
+    """Make one folder the temporary folder (TMPDIR) of every kernel and process the suite
+    starts, and remove it when pytest ends (`config.add_cleanup`); return its path.
+
+    nbval stops its kernels by killing them, so what a kernel would delete at exit stays
+    behind otherwise (README.md): TensorFlow's AutoGraph sources, the chapters' checkpoint
+    and rank folders. A pytest-xdist worker inherits its controller's folder and makes its
+    own inside it."""
+    folder = tempfile.mkdtemp(prefix="book-tests-")
+    os.environ["TMPDIR"] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    return folder

@@ -2,13 +2,15 @@
 
 import ast
 import json
+import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
-from tests.helpers import colab_url
+from tests.helpers import colab_url, run_fresh, temporary_files_in_one_folder
 from tests.other_knobs import OTHER_KNOBS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,6 +195,18 @@ def test_gpu_machines_are_detected_for_nbval_lax_mode(behaviour, expected):
     from tests.helpers import count_nvidia_gpus
 
     assert count_nvidia_gpus(run=behaviour) == expected
+
+
+def test_the_suite_keeps_temporary_files_in_one_folder_it_removes(monkeypatch):
+    assert Path(os.environ["TMPDIR"]).name.startswith("book-tests-")  # set by conftest.py
+    monkeypatch.setenv("TMPDIR", os.environ["TMPDIR"])  # put back after this test
+    cleanups = []
+    folder = Path(temporary_files_in_one_folder(SimpleNamespace(add_cleanup=cleanups.append)))
+    made_by_a_child = Path(run_fresh("import tempfile; print(tempfile.mkdtemp())").stdout.strip())
+    assert made_by_a_child.parent == folder
+    for cleanup in cleanups:
+        cleanup()
+    assert not folder.exists()
 
 
 def test_every_utils_module_has_its_own_test_file():

@@ -20,6 +20,7 @@ from tests.helpers import ROOT, colab_url
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGES = [entry["file"] for entry in yaml.safe_load((ROOT / "_toc.yml").read_text())["chapters"]]
+LAPTOP_SCREEN = {"width": 1440, "height": 900}  # the pages' size for every check
 
 if CHROMIUM is None:
     if os.environ.get("CI"):
@@ -62,7 +63,7 @@ def opened(site, browser):
 
     def open_page(page_name):
         if page_name not in pages:
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page = browser.new_page(viewport=LAPTOP_SCREEN)
             page.route("http*://**", lambda route: route.abort())  # nothing may be fetched
             page.goto((site / f"{page_name}.html").as_uri())
             pages[page_name] = page
@@ -113,8 +114,8 @@ def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_na
     sideways (_static/fit-code.css: below 1440 px code is smaller and names in tables break)."""
     page = opened(page_name)
     try:
-        for width in (1280, 1440):
-            page.set_viewport_size({"width": width, "height": 900})
+        for width in (1280, LAPTOP_SCREEN["width"]):
+            page.set_viewport_size({**LAPTOP_SCREEN, "width": width})
             overflowing = page.evaluate(
                 "Array.from(document.querySelectorAll("
                 "'div.cell div.cell_input pre, div.cell div.cell_output pre'))"
@@ -129,4 +130,4 @@ def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_na
                 " + box.querySelector('tr').textContent.trim().replace(/\\s+/g, ' '))")
             assert not tables, f"at {width} px, tables wider than the page: {tables}"
     finally:
-        page.set_viewport_size({"width": 1440, "height": 900})
+        page.set_viewport_size(LAPTOP_SCREEN)
