@@ -20,7 +20,7 @@ from tests.helpers import ROOT, colab_url
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGES = [entry["file"] for entry in yaml.safe_load((ROOT / "_toc.yml").read_text())["chapters"]]
-LAPTOP_SCREEN = {"width": 1440, "height": 900}  # the pages' size for every check
+LAPTOP_SCREEN = {"width": 1440, "height": 900}  # the screen every page opens on
 
 if CHROMIUM is None:
     if os.environ.get("CI"):
