@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from tests.helpers import ROOT
+from utils import bench
 from utils.bench import Result, format_table, parse_args
 
 
@@ -59,3 +60,26 @@ def test_quick_run_writes_rows_for_every_configuration(tmp_path):
         assert row["global_batch"] == 64 * row["replicas"]
         assert abs(row["samples_per_s"] * row["step_ms"] / 1000 - row["global_batch"]) < 1e-6 * row["global_batch"] * 1000
     assert "per-sample cost" in result.stdout and "benchmark" in result.stderr  # table + progress
+
+
+def test_configurations_take_turns_so_a_busy_spell_slows_them_alike(monkeypatch):
+    """Chapter 8's CI failure: measured one after the other, a quiet baseline met a busy rival."""
+    calls, clock = [], iter(range(100))
+
+    def timed_blocks(devices, mode, global_batch, steps):
+        name = (0 if devices is None else len(devices), mode)
+        calls.append(("warm-up", name))
+
+        def block():
+            calls.append(("timed", name))
+            return 3.0 if 4 <= next(clock) < 12 else 1.0  # busy during rounds 2 and 3
+
+        return block
+
+    monkeypatch.setattr(bench, "_timed_blocks", timed_blocks)
+    results = bench.run_benchmark(["a", "b"], [2], ["fit", "custom"], global_batch=8, steps=2,
+                                  blocks=4, progress=False)
+    names = [(0, "fit"), (0, "custom"), (2, "fit"), (2, "custom")]
+    assert calls == [("warm-up", n) for n in names] + [("timed", n) for n in names] * 4
+    assert {r.step_ms for r in results} == {1000.0}  # every median: blocks of 1, 3, 3, 1 s
+    assert format_table(results).count("1.00x") == 4

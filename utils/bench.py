@@ -2,9 +2,10 @@
 
     python -m utils.bench --replicas 1 2 --mode fit custom --quick --json results.json
 
-Every configuration trains `small_cnn` on the bundled digits. The first timed block of each
-is a warm-up (tracing, allocation) and is discarded; the median of the remaining blocks is
-reported. A plain single-device run with no strategy is always included as the baseline.
+Every configuration trains `small_cnn` on the bundled digits. Each first trains one untimed
+block (tracing, allocation); then the configurations take turns, one timed block each, and
+the median of each one's blocks is reported. A plain single-device run with no strategy is
+always included as the baseline.
 Works unchanged on GPUs (real devices) and CPUs (logical devices from `setup_devices`).
 """
 
@@ -16,6 +17,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 MODES = ("fit", "custom")
@@ -42,23 +44,55 @@ def _training_digits():
 
 
 def _dataset(global_batch: int):
+    """The digits, cached in memory and repeated, with tf.data's autotuner off.
+
+    There is nothing to tune here, and an autotuned iterator kept for a minute or more (as
+    the turns keep them) has a tuning thread that sleeps up to 60 s between rounds: deleting
+    the iterator waits for that thread, which once added 107 s to a six-configuration run.
+    """
+    import tensorflow as tf
+
     from utils.data import make_dataset
 
     x_train, y_train = _training_digits()
-    return make_dataset(x_train, y_train, global_batch).repeat()
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return make_dataset(x_train, y_train, global_batch).repeat().with_options(options)
 
 
-def _time_fit(strategy, data, steps: int, blocks: int) -> list[float]:
+def _fit_blocks(strategy, data, steps: int) -> Callable[[], float]:
+    """Train with `fit`, one untimed block first; each call then trains one block, returns seconds.
+
+    A call is a `fit` of one epoch, timed from its first step: `fit` setting up (a new
+    iterator over the data every time) is not part of the step time.
+    """
+    import keras
+
     from utils.training import fit_model
 
-    _, history = fit_model(
-        data.take(steps * (blocks + 1)), strategy=strategy, epochs=blocks + 1,
-        steps_per_epoch=steps,
-    )
-    return history["epoch_seconds"][1:]
+    class FromFirstStep(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 0:
+                self.start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds = time.perf_counter() - self.start  # fit waited for the last step
+
+    if strategy is not None:  # split the batches once, not in every fit
+        data = strategy.experimental_distribute_dataset(data)
+    model, _ = fit_model(data, strategy=strategy, epochs=1, steps_per_epoch=steps)
+
+    def block() -> float:
+        timer = FromFirstStep()
+        model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[timer],
+                  shuffle=False)
+        return timer.seconds
+
+    return block
 
 
-def _time_custom(strategy, data, steps: int, blocks: int, global_batch: int) -> list[float]:
+def _custom_blocks(strategy, data, steps: int, global_batch: int) -> Callable[[], float]:
+    """The same with the custom-loop step of chapter 4."""
     import tensorflow as tf
 
     from utils.training import make_distributed_step, model_and_optimizer
@@ -67,19 +101,21 @@ def _time_custom(strategy, data, steps: int, blocks: int, global_batch: int) -> 
     model, optimizer = model_and_optimizer(strategy)
     step = make_distributed_step(strategy, model, optimizer, global_batch)
     batches = iter(strategy.experimental_distribute_dataset(data))
-    seconds = []
-    for _ in range(blocks + 1):
+
+    def block() -> float:
         start = time.perf_counter()
         for _ in range(steps):
             loss = step(next(batches))
         float(loss)  # wait for the last step
-        seconds.append(time.perf_counter() - start)
-    return seconds[1:]
+        return time.perf_counter() - start
+
+    block()  # the untimed block: tracing, allocation
+    return block
 
 
-def measure(devices: list[str] | None, mode: str, global_batch: int, steps: int,
-            blocks: int) -> Result:
-    """Time one configuration: `devices=None` is the baseline with no strategy."""
+def _timed_blocks(devices: list[str] | None, mode: str, global_batch: int,
+                  steps: int) -> Callable[[], float]:
+    """One configuration, warmed up: `devices=None` is the baseline with no strategy."""
     import tensorflow as tf
 
     strategy = None if devices is None else tf.distribute.MirroredStrategy(devices=devices)
@@ -88,19 +124,8 @@ def measure(devices: list[str] | None, mode: str, global_batch: int, steps: int,
         raise ValueError(f"global batch {global_batch} does not split evenly over {replicas} replicas")
     data = _dataset(global_batch)
     if mode == "fit":
-        seconds = _time_fit(strategy, data, steps, blocks)
-    else:
-        seconds = _time_custom(strategy, data, steps, blocks, global_batch)
-    block = statistics.median(seconds)
-    return Result(
-        strategy="none" if devices is None else "mirrored",
-        replicas=replicas,
-        mode=mode,
-        global_batch=global_batch,
-        step_ms=1000 * block / steps,
-        samples_per_s=global_batch * steps / block,
-        blocks=len(seconds),
-    )
+        return _fit_blocks(strategy, data, steps)
+    return _custom_blocks(strategy, data, steps, global_batch)
 
 
 def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
@@ -110,19 +135,38 @@ def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
 
     Each configuration's global batch is `global_batch` when given (the same work per step
     for every row), else `batch_per_replica` times its replica count (the same work per device).
+    The configurations take turns, one block each, so that a busy spell of the machine slows
+    them all alike instead of whichever one it falls on (chapter 8).
     """
     from tqdm import tqdm
 
     configs = [(None, mode) for mode in modes]
     configs += [(devices[:r], mode) for r in replicas for mode in modes]
+    batches = [global_batch or batch_per_replica * (1 if d is None else len(d))
+               for d, _ in configs]
+    with tqdm(total=len(configs) * (blocks + 1), desc="benchmark", disable=not progress,
+              file=sys.stderr) as bar:
+        timed = []
+        for (config_devices, mode), batch in zip(configs, batches):
+            timed.append(_timed_blocks(config_devices, mode, batch, steps))
+            bar.update()
+        seconds: list[list[float]] = [[] for _ in configs]
+        for _ in range(blocks):
+            for block, times in zip(timed, seconds):
+                times.append(block())
+                bar.update()
     results = []
-    with tqdm(configs, desc="benchmark", disable=not progress, file=sys.stderr) as bar:
-        for config_devices, mode in bar:
-            label = "no strategy" if config_devices is None else f"{len(config_devices)} replicas"
-            bar.set_postfix_str(f"{label}, {mode}")
-            count = 1 if config_devices is None else len(config_devices)
-            batch = global_batch or batch_per_replica * count
-            results.append(measure(config_devices, mode, batch, steps, blocks))
+    for (config_devices, mode), batch, times in zip(configs, batches, seconds):
+        block = statistics.median(times)
+        results.append(Result(
+            strategy="none" if config_devices is None else "mirrored",
+            replicas=1 if config_devices is None else len(config_devices),
+            mode=mode,
+            global_batch=batch,
+            step_ms=1000 * block / steps,
+            samples_per_s=batch * steps / block,
+            blocks=len(times),
+        ))
     return results
 
 
