@@ -61,7 +61,7 @@ def _dataset(global_batch: int):
 
 
 def _fit_blocks(strategy, data, steps: int) -> Callable[[], float]:
-    """Train with `fit`, one untimed block first; each call then trains one block, returns seconds.
+    """Train with `fit`, one untimed block first; then each call trains a block, returns seconds.
 
     A call is a `fit` of one epoch, timed from its first step: `fit` setting up (a new
     iterator over the data every time) is not part of the step time.
@@ -113,13 +113,17 @@ def _custom_blocks(strategy, data, steps: int, global_batch: int) -> Callable[[]
     return block
 
 
+def _replica_count(devices: list[str] | None) -> int:
+    return 1 if devices is None else len(devices)
+
+
 def _timed_blocks(devices: list[str] | None, mode: str, global_batch: int,
                   steps: int) -> Callable[[], float]:
     """One configuration, warmed up: `devices=None` is the baseline with no strategy."""
     import tensorflow as tf
 
     strategy = None if devices is None else tf.distribute.MirroredStrategy(devices=devices)
-    replicas = 1 if devices is None else len(devices)
+    replicas = _replica_count(devices)
     if global_batch % replicas:
         raise ValueError(f"global batch {global_batch} does not split evenly over {replicas} replicas")
     data = _dataset(global_batch)
@@ -142,8 +146,7 @@ def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
 
     configs = [(None, mode) for mode in modes]
     configs += [(devices[:r], mode) for r in replicas for mode in modes]
-    batches = [global_batch or batch_per_replica * (1 if d is None else len(d))
-               for d, _ in configs]
+    batches = [global_batch or batch_per_replica * _replica_count(d) for d, _ in configs]
     with tqdm(total=len(configs) * (blocks + 1), desc="benchmark", disable=not progress,
               file=sys.stderr) as bar:
         timed = []
@@ -160,7 +163,7 @@ def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
         block = statistics.median(times)
         results.append(Result(
             strategy="none" if config_devices is None else "mirrored",
-            replicas=1 if config_devices is None else len(config_devices),
+            replicas=_replica_count(config_devices),
             mode=mode,
             global_batch=batch,
             step_ms=1000 * block / steps,
