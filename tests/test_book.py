@@ -174,8 +174,9 @@ def test_ci_runs_the_readme_test_command():
     command = re.search(r"<!-- test-command -->\s*```\w*\n(.+?)\n```", readme, re.S).group(1)
     ci = (ROOT / ".ci" / "run").read_text()
     assert command.strip() in ci
-    # the outputs were made with the default thread count; CI checks them under another
-    assert "export TF_NUM_INTRAOP_THREADS=1 OMP_NUM_THREADS=1" in ci
+    # the outputs were made with the default thread count and TensorFlow's own kernels; CI
+    # checks them under another thread count and oneDNN's kernels
+    assert "export TF_NUM_INTRAOP_THREADS=1 OMP_NUM_THREADS=1 TF_ENABLE_ONEDNN_OPTS=1" in ci
 
 
 class _Listing:
