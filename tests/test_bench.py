@@ -83,3 +83,9 @@ def test_configurations_take_turns_so_a_busy_spell_slows_them_alike(monkeypatch)
     assert calls == [("warm-up", n) for n in names] + [("timed", n) for n in names] * 4
     assert {r.step_ms for r in results} == {1000.0}  # every median: blocks of 1, 3, 3, 1 s
     assert format_table(results).count("1.00x") == 4
+
+
+def test_a_batch_that_does_not_split_is_refused_before_any_configuration_trains(monkeypatch):
+    monkeypatch.setattr(bench, "_timed_blocks", lambda *args: pytest.fail("trained"))
+    with pytest.raises(ValueError, match="global batch 63 does not split evenly over 2 replicas"):
+        bench.run_benchmark(["a", "b"], [2], ["fit"], global_batch=63, progress=False)

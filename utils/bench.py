@@ -123,9 +123,6 @@ def _timed_blocks(devices: list[str] | None, mode: str, global_batch: int,
     import tensorflow as tf
 
     strategy = None if devices is None else tf.distribute.MirroredStrategy(devices=devices)
-    replicas = _replica_count(devices)
-    if global_batch % replicas:
-        raise ValueError(f"global batch {global_batch} does not split evenly over {replicas} replicas")
     data = _dataset(global_batch)
     if mode == "fit":
         return _fit_blocks(strategy, data, steps)
@@ -147,6 +144,10 @@ def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
     configs = [(None, mode) for mode in modes]
     configs += [(devices[:r], mode) for r in replicas for mode in modes]
     batches = [global_batch or batch_per_replica * _replica_count(d) for d, _ in configs]
+    for (config_devices, _), batch in zip(configs, batches):  # before any configuration trains
+        if batch % _replica_count(config_devices):
+            raise ValueError(f"global batch {batch} does not split evenly over "
+                             f"{_replica_count(config_devices)} replicas")
     with tqdm(total=len(configs) * (blocks + 1), desc="benchmark", disable=not progress,
               file=sys.stderr) as bar:
         timed = []
