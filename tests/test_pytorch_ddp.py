@@ -1,4 +1,6 @@
-"""utils.pytorch_ddp: the sampler's batches, and DDP on 2 CPU processes == one process."""
+"""utils.pytorch_ddp: the sampler's batches, DDP on 2 CPU processes == one process, and
+run_ranks' errors. Chapter 12's straggler_worker and mismatch_worker are asserted in the
+chapter's own cells (under nbval, and again in its second run)."""
 
 import json
 
@@ -11,10 +13,8 @@ from utils.pytorch_ddp import (
     ddp_worker,
     global_batches,
     make_model,
-    mismatch_worker,
     rank_indices,
     run_ranks,
-    straggler_worker,
     to_tensors,
     train_one_process,
 )
@@ -118,8 +118,8 @@ def test_run_ranks_stops_a_hung_group_and_leaves_no_process():
     # Rank 1 hangs and is named. Rank 0 returns as soon as it has started, which on a
     # machine busy with other tests (a browser, other ranks) can take longer than the
     # deadline: then it is named too.
-    with pytest.raises(TimeoutError, match=r"rank\(s\) \[(0, )?1\] still running after 10 s"):
-        run_ranks(_hangs_on_rank_one, 2, timeout_s=10)
+    with pytest.raises(TimeoutError, match=r"rank\(s\) \[(0, )?1\] still running after 3 s"):
+        run_ranks(_hangs_on_rank_one, 2, timeout_s=3)
     assert time.monotonic() - start < 40
     assert not multiprocessing.active_children()  # every rank was stopped: none left
 
@@ -128,21 +128,3 @@ def test_run_ranks_stops_a_hung_group_and_leaves_no_process():
 def test_run_ranks_rejects_bad_world_sizes(bad):
     with pytest.raises(ValueError, match="world_size must be an int of at least 1"):
         run_ranks(_fails_on_rank_one, bad)
-
-
-def test_a_straggler_makes_the_collective_time_out(tmp_path):
-    for monitored, message in [(False, "Timed out"), (True, "Rank 1 failed to pass monitoredBarrier")]:
-        out = tmp_path / str(monitored)
-        out.mkdir()
-        run_ranks(straggler_worker, 2, (2, str(out), 1.0, monitored), timeout_s=60)
-        rank0 = json.loads((out / "rank0.json").read_text())
-        assert message in rank0["outcome"] and rank0["seconds"] < 2.5
-        assert json.loads((out / "rank1.json").read_text())["outcome"] == "was stuck, and never joined"
-
-
-def test_detail_debugging_names_a_collective_mismatch(tmp_path):
-    run_ranks(mismatch_worker, 2, (2, str(tmp_path)), timeout_s=60)
-    for rank in range(2):
-        message = (tmp_path / f"rank{rank}.txt").read_text()
-        assert message.startswith("Detected mismatch between collectives on ranks")
-        assert "TensorShape=[2]" in message and "TensorShape=[3]" in message
