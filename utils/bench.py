@@ -48,7 +48,11 @@ def _dataset(global_batch: int):
 
     There is nothing to tune here, and an autotuned iterator kept for a minute or more (as
     the turns keep them) has a tuning thread that sleeps up to 60 s between rounds: deleting
-    the iterator waits for that thread, which once added 107 s to a six-configuration run.
+    the iterator can wait for that thread, which once added 107 s to a six-configuration run.
+    Under MirroredStrategy this does not reach the per-device iterators that the strategy
+    builds (their datasets do not carry these options), so the end of a run can still wait:
+    40-46 s in 3 of about 12 runs at a global batch of 512, where gdb showed one of those
+    iterators' destructors waiting for its tuning thread.
     """
     import tensorflow as tf
 
@@ -145,9 +149,10 @@ def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
     configs += [(devices[:r], mode) for r in replicas for mode in modes]
     batches = [global_batch or batch_per_replica * _replica_count(d) for d, _ in configs]
     for (config_devices, _), batch in zip(configs, batches):  # before any configuration trains
-        if batch % _replica_count(config_devices):
+        replica_count = _replica_count(config_devices)
+        if batch % replica_count:
             raise ValueError(f"global batch {batch} does not split evenly over "
-                             f"{_replica_count(config_devices)} replicas")
+                             f"{replica_count} replicas")
     with tqdm(total=len(configs) * (blocks + 1), desc="benchmark", disable=not progress,
               file=sys.stderr) as bar:
         timed = []
