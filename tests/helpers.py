@@ -52,9 +52,9 @@ def temporary_files_in_one_folder(config) -> str:
     """Make one folder the temporary folder (TMPDIR) of every kernel and process the suite
     starts, and remove it when pytest ends (`config.add_cleanup`); return its path.
 
-    nbval stops its kernels by killing them, so what a kernel would delete at exit stays
-    behind otherwise (README.md): TensorFlow's AutoGraph sources, the chapters' checkpoint
-    and rank folders. A pytest-xdist worker inherits its controller's folder and makes its
+    nbval stops its kernels by killing them, so what a kernel would delete at exit
+    (TensorFlow's AutoGraph sources) would otherwise stay behind, with chapter 9's checkpoint
+    folder (README.md). A pytest-xdist worker inherits its controller's folder and makes its
     own inside it."""
     folder = tempfile.mkdtemp(prefix="book-tests-")
     os.environ["TMPDIR"] = folder
