@@ -54,8 +54,21 @@ def test_config_builds_from_committed_outputs():
     assert CONFIG["execute"]["execute_notebooks"] == "off"
     assert CONFIG["sphinx"]["config"]["nb_output_stderr"] == "remove"
     assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
-    for excluded in ("_build", ".venv", "tests"):
-        assert excluded in CONFIG["exclude_patterns"]
+
+
+def test_build_reads_only_the_book(tmp_path):
+    """Sphinx reads every Markdown file under the root, hidden folders included, and with
+    -W a stray one fails the build ("document isn't included in any toctree"): the
+    README.md that pytest writes into .pytest_cache (when its cache is on) did."""
+    from sphinx.util.matching import get_matching_files
+
+    stray = [".pytest_cache/README.md", ".venv/lib/pkg/README.md", "_build/html/page.md",
+             "chapters/.ipynb_checkpoints/01-checkpoint.ipynb", "tests/notes.md", "README.md"]
+    for name in (*stray, "intro.md", "chapters/01.ipynb"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    read = set(get_matching_files(tmp_path, exclude_patterns=CONFIG["exclude_patterns"]))
+    assert read == {"intro.md", "chapters/01.ipynb"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
