@@ -4,6 +4,7 @@ import os
 
 import nbformat
 import pytest
+from nbconvert.filters import strip_ansi
 from nbval.plugin import IPyNbCell
 
 from tests.helpers import count_nvidia_gpus, temporary_files_in_one_folder
@@ -77,16 +78,21 @@ class RunAllAgain(pytest.Item):
             if reply["parent_header"].get("msg_id") == msg_id:
                 break
         kernel.await_idle(msg_id, timeout)
-        content = reply["content"]
-        if content["status"] == "error":
-            raise AssertionError(f"{what} failed when run again with {knobs!r}: "
-                                 f"{content['ename']}: {content['evalue']}")
+        if reply["content"]["status"] == "error":
+            raise AssertionError(failure_message(what, knobs, reply["content"]))
 
     def repr_failure(self, excinfo):
         return str(excinfo.value)
 
     def reportinfo(self):
         return self.path, 0, f"{self.parent.name}::Run all again, other knobs"
+
+
+def failure_message(what: str, knobs: str, error: dict) -> str:
+    """What a failed cell of the second run reports: the kernel's traceback, without its
+    colour codes, which shows the line that failed (a bare `assert` has no message)."""
+    return (f"{what} failed when run again with {knobs!r}:\n"
+            + strip_ansi("\n".join(error["traceback"])))
 
 
 # how the test ids of the chapters and of their papermill runs begin
