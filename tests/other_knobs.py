@@ -14,7 +14,7 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
     "02_simulating_devices": {"ROWS": 2048, "REPEATS": 3},
     "03_mirrored_fit": {"EPOCHS": 1},  # another batch size: tests/test_knobs.py
     "04_custom_loops": {"EPOCHS": 1},  # 4 devices and 1 epoch: tests/test_knobs.py
-    "05_data_parallel_by_hand": {"EPOCHS": 2, "BATCH_SIZE": 64},
+    "05_data_parallel_by_hand": {"EPOCHS": 1, "BATCH_SIZE": 64},
     "06_legacy_multi_gpu_model": {"EPOCHS": 1, "LEARNING_RATE": 0.1},
     "07_pytorch_dp_ddp": {"EPOCHS": 1, "PER_REPLICA_BATCH": 64},
     # STEPS, BLOCKS as committed: shorter timings let a busy neighbour skew the scaling claim
@@ -22,7 +22,7 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
     "09_fault_tolerance": {"EXAMPLES": 960, "EPOCHS": 3, "INTERRUPT_AT": (1, 5),
                            "INTERRUPT_STEP": 30},
     "10_beyond_one_process": {"EXAMPLES": 512, "GLOBAL_BATCH": 128, "PER_PROCESS_BATCH": 64},
-    "11_splitting_the_batch": {"MULTIPLES": (1, 8), "EPOCHS": 2},  # BN_ knobs: a restart
+    "11_splitting_the_batch": {"MULTIPLES": (1, 8), "EPOCHS": 1},  # BN_ knobs: a restart
     "12_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
