@@ -32,6 +32,12 @@ def pytest_xdist_auto_num_workers(config):
     return 0 if cores < 2 or count_nvidia_gpus() else min(cores, 4)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--first-run-only", action="store_true",
+                     help="run each chapter once (no second run with other knobs): CI's "
+                          "Colab-runtime step, which checks that every cell runs there")
+
+
 def pytest_configure(config):
     """Temporary files go to one folder removed at the end (tests/helpers.py). On a GPU
     machine, run every notebook cell but compare printed outputs only where asked.
@@ -106,8 +112,8 @@ def _runs_notebooks(item) -> bool:
 
 def pytest_collection_modifyitems(session, config, items):
     """Do not compare stderr in notebooks (TensorFlow logs to it nondeterministically),
-    follow each notebook's cells with a second run of all of them, with other knobs, and
-    start with the files that run chapters.
+    follow each notebook's cells with a second run of all of them, with other knobs (not
+    with --first-run-only), and start with the files that run chapters.
 
     pytest-xdist hands out whole files (pytest.ini: --dist loadfile, in collection order with
     --no-loadscope-reorder). A chapter takes 15 s to 5 min and a unit-test file seconds, so
@@ -124,6 +130,8 @@ def pytest_collection_modifyitems(session, config, items):
         if "stderr" not in notebook.skip_compare:
             notebook.skip_compare = (*notebook.skip_compare, "stderr")
         following = items[position + 1] if position + 1 < len(items) else None
+        if config.getoption("first_run_only"):
+            continue
         if getattr(following, "parent", None) is not notebook:
             extended.append(RunAllAgain.from_parent(notebook, name="Run all again, other knobs"))
     items[:] = extended

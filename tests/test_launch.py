@@ -13,9 +13,11 @@ from utils.launch import (
     check_ports_free,
     child_environment,
     free_ports,
+    jax_platform_environment,
     launch_tf_workers,
     run_processes,
     tf_config,
+    visible_gpu_ids,
 )
 
 PYTHON = sys.executable
@@ -112,6 +114,78 @@ def test_each_worker_gets_its_own_tf_config_and_gpu():
     assert [o.split() for o in launch_tf_workers(show, 2, gpu_count=8)] == [
         ["0", "2", "'0'"], ["1", "2", "'1'"]]
     assert [o.split()[2] for o in launch_tf_workers(show, 2, gpu_count=1)] == ["''", "''"]
+
+
+def test_a_scheduler_s_gpu_mask_is_respected(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")  # this job's GPUs: 3 and 5
+    assert visible_gpu_ids(2) == ["3", "5"]
+    show = python("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])")
+    assert [o.strip() for o in launch_tf_workers(show, 2, gpu_count=2)] == ["3", "5"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU for this job
+    assert visible_gpu_ids(0) == []
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert visible_gpu_ids(3) == ["0", "1", "2"]
+    with pytest.raises(ValueError, match="gpu_count must be an int of at least 0"):
+        visible_gpu_ids(-1)
+
+
+TORCHRUN_FAILED = """\
+[rank1]: Traceback (most recent call last):
+[rank1]: RuntimeError: first line of the worker's own traceback
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+ddp_train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-24_20:23:37
+  host      : localhost
+  rank      : 1 (local_rank: 0)
+  exitcode  : 1 (pid: 3267)
+  error_file: /tmp/torchelastic_x/attempt_0/1/error.json
+  traceback : Traceback (most recent call last):
+    File "ddp_train.py", line 6, in main
+      raise ValueError("bad batch size")
+  ValueError: bad batch size
+============================================================
+"""
+
+
+def test_a_torchrun_failure_is_named_by_its_root_cause(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text("import os\nfrom torch.distributed.elastic.multiprocessing.errors "
+                      "import record\n\n\n@record\ndef main():\n"
+                      "    if os.environ['RANK'] == '1':\n"
+                      "        raise ValueError('bad batch size 7 for 8 devices')\n\n\n"
+                      "main()\n")
+    command = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(script)]
+    with pytest.raises(RuntimeError, match=r"^node 0 exited with code 1: rank 1 failed: "
+                                           r"ValueError: bad batch size 7 for 8 devices$"):
+        run_processes([command], names=["node 0"], timeout_s=120)
+
+
+def test_a_torchrun_failure_without_a_traceback_says_how_to_get_one():
+    failed = TORCHRUN_FAILED.replace("ValueError: bad batch size", "")
+    plain = python(f"import sys; sys.stdout.write({failed!r}); sys.exit(1)")
+    with pytest.raises(RuntimeError, match=r"rank 1 failed: RuntimeError: first line"):
+        run_processes([plain])  # the summary had no exception: the worker's own line
+    bare = failed.replace("[rank1]: RuntimeError: first line of the worker's own traceback", "")
+    with pytest.raises(RuntimeError, match=r"rank 1 exited with code 1 \(for its traceback, "
+                                           r"decorate .* with torch\.distributed\.elastic"):
+        run_processes([python(f"import sys; sys.stdout.write({bare!r}); sys.exit(1)")])
+
+
+def test_jax_uses_two_or_more_gpus_and_simulated_cpus_otherwise():
+    assert jax_platform_environment(8) == jax_platform_environment(2) == {}
+    assert jax_platform_environment(1) == jax_platform_environment(0) == {"JAX_PLATFORMS": "cpu"}
+    with pytest.raises(ValueError, match="gpu_count must be an int of at least 0"):
+        jax_platform_environment(-1)
+    show = python("import jax; print([d.platform for d in jax.devices()])")
+    env = {**jax_platform_environment(0),
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    (output,) = run_processes([show], envs=[env], timeout_s=120)
+    assert output.strip().splitlines()[-1] == "['cpu', 'cpu']"
 
 
 def test_tf_config_is_what_multi_worker_mirrored_strategy_reads():

@@ -10,6 +10,7 @@ import torch
 import torch.multiprocessing as mp
 
 from utils.pytorch_ddp import (
+    ddp_device,
     ddp_worker,
     global_batches,
     make_model,
@@ -44,6 +45,34 @@ def test_to_tensors_makes_nchw():
     assert data.tensors[0].shape == (3, 1, 28, 28) and data.tensors[1].dtype == torch.int64
 
 
+@pytest.mark.parametrize("rank, ranks, gpus, expected", [
+    (0, 2, 8, ("cuda:0", "nccl")),  # an 8-GPU server: a GPU for every rank
+    (1, 2, 2, ("cuda:1", "nccl")),
+    (7, 8, 8, ("cuda:7", "nccl")),
+    (1, 2, 1, ("cpu", "gloo")),  # Colab: one GPU for two ranks
+    (0, 2, 0, ("cpu", "gloo")),  # a laptop
+])
+def test_ddp_device_gives_every_rank_a_gpu_and_nccl_or_all_the_cpu_and_gloo(
+        rank, ranks, gpus, expected):
+    device, backend = ddp_device(rank, ranks, gpu_count=gpus)
+    assert (str(device), backend) == expected
+
+
+def test_ddp_device_counts_the_gpus_this_process_sees(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert ddp_device(3, 4) == (torch.device("cuda", 3), "nccl")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert ddp_device(0, 1) == (torch.device("cpu"), "gloo")
+
+
+@pytest.mark.parametrize("rank, ranks, match", [(2, 2, "local_rank 2 is not below"),
+                                                (-1, 2, "local_rank must be an int"),
+                                                (0, 0, "local_world_size must be an int")])
+def test_ddp_device_rejects_a_rank_outside_the_group(rank, ranks, match):
+    with pytest.raises(ValueError, match=match):
+        ddp_device(rank, ranks)
+
+
 def test_ddp_on_two_cpu_processes_equals_one_process(tmp_path):
     rng = np.random.default_rng(0)
     data = to_tensors(rng.random((96, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 96),
@@ -58,6 +87,7 @@ def test_ddp_on_two_cpu_processes_equals_one_process(tmp_path):
         assert (ranks[0][name] - single[name]).abs().max() < 1e-12, name
     report = json.loads((tmp_path / "rank0.json").read_text())
     assert report["steps_per_epoch"] == 6 and len(report["epoch_seconds"]) == 2
+    assert (report["device"], report["backend"]) == ("cpu", "gloo")  # no GPU here
 
 
 def test_no_sync_accumulation_on_two_processes_equals_one_process_with_larger_batches(tmp_path):

@@ -133,24 +133,20 @@ def write_image_folders(root: str | Path, splits: dict[str, Split]) -> Path:
 def read_image_folder(folder: str | Path) -> tf.data.Dataset:
     """Read `folder/<digit>/*.png` as a dataset of `(image in [0, 1], int32 digit)` (chapter 4).
 
-    Uses tensorflow-datasets' `ImageFolder` builder on the folder's parent (whose subfolders
-    are the splits; this one is `folder.name`), unbatched, in the builder's fixed order (it
-    shuffles each split once, with the split's name as seed): batch and shuffle it with
-    `batch_examples`.
+    Uses Keras's `image_dataset_from_directory`, unbatched and in a fixed order (the class
+    folders in sorted order, each one's files in sorted order): batch and shuffle it with
+    `batch_examples`. Images are read as 28x28 grayscale.
     """
-    import tensorflow_datasets as tfds
-
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise FileNotFoundError(
             f"No image folder at {folder}. Write one first with write_image_folders()."
         )
-    builder = tfds.folder_dataset.ImageFolder(str(folder.parent), shape=(28, 28, 1))
-    images = builder.as_dataset(split=folder.name, as_supervised=True, shuffle_files=False)
-    # The builder numbers the classes 0, 1, ... in the sorted order of the folder names; map
-    # those indices back to the digit each folder is named after, so a missing class shifts
-    # nothing.
-    names = builder.info.features["label"].names
-    digit_of_class = tf.constant([int(name) for name in names], dtype=tf.int32)
+    images = keras.utils.image_dataset_from_directory(
+        folder, label_mode="int", color_mode="grayscale", image_size=(28, 28),
+        batch_size=None, shuffle=False, verbose=False)
+    # Keras numbers the classes 0, 1, ... in the sorted order of the folder names; map those
+    # indices back to the digit each folder is named after, so a missing class shifts nothing.
+    digit_of_class = tf.constant([int(name) for name in images.class_names], dtype=tf.int32)
     return images.map(lambda image, index: (
         tf.cast(image, tf.float32) / 255.0, tf.gather(digit_of_class, index)))

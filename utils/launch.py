@@ -58,10 +58,38 @@ def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(extra or {})}
 
 
+_EXCEPTION = re.compile(r"\b\w*(Error|Exception)\b: ")
+_ROOT_CAUSE = "Root Cause (first observed failure):"
+
+
+def _torchrun_root_cause(text: str) -> str | None:
+    """What torchrun's failure summary says of the first process that failed: its rank and
+    its exception (from the error file that `@record` writes), or its exit code."""
+    if _ROOT_CAUSE not in text:
+        return None
+    before, section = text.split(_ROOT_CAUSE, 1)
+    rank = re.search(r"^\s*rank\s*:\s*(\d+)", section, re.M)
+    code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", section, re.M)
+    who = f"rank {rank.group(1)}" if rank else "a process"
+    recorded = [line.strip() for line in section.splitlines() if _EXCEPTION.search(line)]
+    printed = [re.sub(r"^\[(default|rank)\d+\]:\s*", "", line.strip())  # workers' own
+               for line in before.splitlines()
+               if _EXCEPTION.search(line) and "ChildFailedError" not in line]
+    if recorded or printed:
+        return f"{who} failed: {(recorded[-1:] or printed)[0]}"
+    return (f"{who} exited with code {code.group(1) if code else '?'} (for its traceback, "
+            "decorate the program's main function with torch.distributed.elastic."
+            "multiprocessing.errors.record)")
+
+
 def _error_line(text: str) -> str:
-    """The first line that names a Python exception, else the last line of `text`."""
+    """The worker's failure from torchrun's summary, else the first line that names a Python
+    exception, else the last line of `text`."""
+    root_cause = _torchrun_root_cause(text)
+    if root_cause:
+        return root_cause
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if re.search(r"\b\w*(Error|Exception)\b: ", line)]
+    errors = [line for line in lines if _EXCEPTION.search(line)]
     return (errors or lines or ["(no output)"])[0 if errors else -1]
 
 
@@ -128,6 +156,29 @@ def run_processes(
                 log.close()
 
 
+def visible_gpu_ids(gpu_count: int) -> list[str]:
+    """The `CUDA_VISIBLE_DEVICES` entries that name this process's first `gpu_count` GPUs.
+
+    A child process given entry i sees this process's GPU i. When `CUDA_VISIBLE_DEVICES` is
+    set (by a scheduler, or by the reader to leave GPUs to another job), GPU i is its i-th
+    entry, not the machine's GPU i; otherwise the entries are 0, 1, ..."""
+    check_int("visible_gpu_ids: gpu_count", gpu_count, least=0)
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if mask is None:
+        return [str(i) for i in range(gpu_count)]
+    return [entry.strip() for entry in mask.split(",") if entry.strip()][:gpu_count]
+
+
+def jax_platform_environment(gpu_count: int) -> dict[str, str]:
+    """The environment for a JAX program that trains data parallel on this machine's devices
+    (chapter 10): JAX's default with 2 or more GPUs (it uses them all), `JAX_PLATFORMS=cpu`
+    with 1 or none, so that the CPU devices the program asks XLA to simulate
+    (`--xla_force_host_platform_device_count`) are the ones it computes on: on one GPU, a
+    mesh would have one device and distribute nothing."""
+    check_int("jax_platform_environment: gpu_count", gpu_count, least=0)
+    return {} if gpu_count >= 2 else {"JAX_PLATFORMS": "cpu"}
+
+
 def tf_config(ports: Sequence[int], index: int) -> str:
     """The `TF_CONFIG` of worker `index` in a cluster of workers on these loopback ports."""
     cluster = {"worker": [f"{LOOPBACK}:{port}" for port in ports]}
@@ -146,8 +197,9 @@ def launch_tf_workers(
     """Run `command` as `num_workers` MultiWorkerMirroredStrategy workers on this machine.
 
     Each gets its own `TF_CONFIG` (worker i listens on `ports[i]`; free ports are chosen when
-    `ports` is None). With at least one GPU per worker (`gpu_count`), worker i sees only GPU i;
-    otherwise they see none and run on the CPU. Returns each worker's output.
+    `ports` is None). With at least one GPU per worker (`gpu_count`, the GPUs this process
+    sees), worker i sees only the i-th of them (`visible_gpu_ids`); otherwise they see none
+    and run on the CPU. Returns each worker's output.
     """
     check_int("launch_tf_workers: num_workers", num_workers)
     if ports is None:
@@ -157,9 +209,11 @@ def launch_tf_workers(
                          f"got {list(ports)}.")
     else:
         check_ports_free(ports)  # ports chosen by free_ports were free a moment ago
-    one_gpu_each = gpu_count >= num_workers
+    gpu_ids = visible_gpu_ids(gpu_count)
+    one_gpu_each = len(gpu_ids) >= num_workers
     envs = [{"TF_CONFIG": tf_config(ports, i),
-             "CUDA_VISIBLE_DEVICES": str(i) if one_gpu_each else ""} for i in range(num_workers)]
+             "CUDA_VISIBLE_DEVICES": gpu_ids[i] if one_gpu_each else ""}
+            for i in range(num_workers)]
     names = [f"worker {i}" for i in range(num_workers)]
     return run_processes([command] * num_workers, envs=envs, names=names, cwd=cwd,
                          timeout_s=timeout_s)

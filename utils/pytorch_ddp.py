@@ -1,7 +1,7 @@
 """PyTorch counterparts for the comparison chapter (chapter 7): the same small CNN, the
-batches `DistributedSampler` gives each rank, and a DistributedDataParallel worker (with
-gradient accumulation, chapter 11); and chapter 12's launcher that cannot hang
-(`run_ranks`) with its failing workers.
+batches `DistributedSampler` gives each rank, where a DDP process trains (`ddp_device`), and
+a DistributedDataParallel worker (with gradient accumulation, chapter 11); and chapter 12's
+launcher that cannot hang (`run_ranks`) with its failing workers.
 
 The workers live in this importable module because `torch.multiprocessing.spawn` pickles the
 function it starts: a function defined in a notebook cannot be found by the new processes.
@@ -89,25 +89,56 @@ def train_one_process(data: TensorDataset, *, world_size: int, per_rank_batch: i
     return model
 
 
+def ddp_device(local_rank: int, local_world_size: int,
+               gpu_count: int | None = None) -> tuple[torch.device, str]:
+    """Where DDP process `local_rank` of the `local_world_size` on this machine trains, and
+    the backend: `(cuda:local_rank, "nccl")` when there is a GPU for every process,
+    otherwise `(cpu, "gloo")`.
+
+    Introduced in chapter 7; used by `ddp_worker` and chapter 10's `ddp_train.py`. NCCL
+    needs a GPU of its own for every process, so with fewer GPUs than processes (Colab's
+    one GPU and two processes) all of them train on the CPU with gloo. Every process makes
+    the same choice, which their collectives need. `gpu_count` defaults to the GPUs this
+    process sees (`torch.cuda.device_count()`, which honours `CUDA_VISIBLE_DEVICES`).
+    """
+    check_int("ddp_device: local_world_size", local_world_size)
+    check_int("ddp_device: local_rank", local_rank, least=0)
+    if local_rank >= local_world_size:
+        raise ValueError(f"ddp_device: local_rank {local_rank} is not below "
+                         f"local_world_size {local_world_size}.")
+    gpus = torch.cuda.device_count() if gpu_count is None else gpu_count
+    if gpus >= local_world_size:
+        return torch.device("cuda", local_rank), "nccl"
+    return torch.device("cpu"), "gloo"
+
+
 def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
                epochs: int, per_rank_batch: int, lr: float, seed: int,
                dtype_name: str = "float32", accumulation_steps: int = 1) -> None:
-    """One DDP process on the CPU (gloo backend): trains, saves weights and timings.
+    """One DDP process: trains, saves weights (on the CPU) and timings.
 
     Start it with `torch.multiprocessing.spawn(ddp_worker, args=(world_size, ...),
-    nprocs=world_size)`. Rank r writes `rank{r}.pt` and `rank{r}.json` into `out_dir`.
+    nprocs=world_size)`. Rank r trains where `ddp_device` says (GPU r with NCCL when there is
+    a GPU for every rank, else the CPU with gloo) and writes `rank{r}.pt` and `rank{r}.json`
+    (its device and backend, epoch times, losses) into `out_dir`.
     With `accumulation_steps=k` (chapter 11), each optimizer step uses k micro-batches
     of `per_rank_batch`: the first k-1 run under `model.no_sync()` (no all-reduce), and
     a last group of fewer than k micro-batches in an epoch is dropped, as `drop_last`
     does.
     """
     check_int("accumulation_steps", accumulation_steps)
-    torch.set_num_threads(1)  # the ranks share the machine's cores
+    device, backend = ddp_device(rank, world_size)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads(1)  # the ranks share the machine's cores
     out = Path(out_dir)
-    dist.init_process_group("gloo", init_method=f"file://{out / 'rendezvous'}",
+    dist.init_process_group(backend, init_method=f"file://{out / 'rendezvous'}",
                             rank=rank, world_size=world_size)
     try:
-        model = DistributedDataParallel(make_model(seed, getattr(torch, dtype_name)))
+        model = DistributedDataParallel(
+            make_model(seed, getattr(torch, dtype_name)).to(device),
+            device_ids=[device.index] if device.type == "cuda" else None)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
         sampler = DistributedSampler(data, num_replicas=world_size, rank=rank,
                                      shuffle=True, seed=seed, drop_last=True)
@@ -122,6 +153,7 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
                 if index == steps * accumulation_steps:
                     break  # an incomplete last group
                 last = (index + 1) % accumulation_steps == 0
+                images, labels = images.to(device), labels.to(device)
                 with contextlib.nullcontext() if last else model.no_sync():
                     loss = nn.functional.cross_entropy(model(images), labels)
                     # DDP averages the gradients across ranks when `last`
@@ -131,9 +163,10 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
                     optimizer.zero_grad()
                 losses.append(loss.item())
             epoch_seconds.append(time.perf_counter() - start)
-        torch.save(model.module.state_dict(), out / f"rank{rank}.pt")
-        report = {"epoch_seconds": epoch_seconds, "losses": losses,
-                  "steps_per_epoch": steps, "pid": os.getpid()}
+        weights = {name: w.cpu() for name, w in model.module.state_dict().items()}
+        torch.save(weights, out / f"rank{rank}.pt")
+        report = {"device": str(device), "backend": backend, "epoch_seconds": epoch_seconds,
+                  "losses": losses, "steps_per_epoch": steps, "pid": os.getpid()}
         (out / f"rank{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()
