@@ -118,9 +118,9 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
     """One DDP process: trains, saves weights (on the CPU) and timings.
 
     Start it with `torch.multiprocessing.spawn(ddp_worker, args=(world_size, ...),
-    nprocs=world_size)`. Rank r trains where `ddp_device` says (GPU r with NCCL when there is
-    a GPU for every rank, else the CPU with gloo) and writes `rank{r}.pt` and `rank{r}.json`
-    (its device and backend, epoch times, losses) into `out_dir`.
+    nprocs=world_size)`. Rank r trains where `ddp_device` says (GPU r with NCCL when
+    there is a GPU for every rank, else the CPU with gloo) and writes `rank{r}.pt` and
+    `rank{r}.json` (its device and backend, epoch times, losses) into `out_dir`.
     With `accumulation_steps=k` (chapter 11), each optimizer step uses k micro-batches
     of `per_rank_batch`: the first k-1 run under `model.no_sync()` (no all-reduce), and
     a last group of fewer than k micro-batches in an epoch is dropped, as `drop_last`
@@ -165,8 +165,9 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
             epoch_seconds.append(time.perf_counter() - start)
         weights = {name: w.cpu() for name, w in model.module.state_dict().items()}
         torch.save(weights, out / f"rank{rank}.pt")
-        report = {"device": str(device), "backend": backend, "epoch_seconds": epoch_seconds,
-                  "losses": losses, "steps_per_epoch": steps, "pid": os.getpid()}
+        report = {"device": str(device), "backend": backend,
+                  "epoch_seconds": epoch_seconds, "losses": losses,
+                  "steps_per_epoch": steps, "pid": os.getpid()}
         (out / f"rank{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()
