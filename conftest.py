@@ -33,9 +33,12 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--first-run-only", action="store_true",
-                     help="run each chapter once (no second run with other knobs): CI's "
-                          "Colab-runtime step, which checks that every cell runs there")
+    parser.addoption(
+        "--first-run-only",
+        action="store_true",
+        help="run each chapter once (no second run with other knobs): CI's "
+        "Colab-runtime step, which checks that every cell runs there",
+    )
 
 
 def pytest_configure(config):
@@ -53,8 +56,10 @@ def pytest_configure(config):
         gpus = count_nvidia_gpus()
         if gpus:
             config.option.nbval_lax = True
-            print(f"{gpus} NVIDIA GPU(s) found: notebooks run in nbval's lax mode "
-                  "(all cells and assertions run; outputs compared only where marked).")
+            print(
+                f"{gpus} NVIDIA GPU(s) found: notebooks run in nbval's lax mode "
+                "(all cells and assertions run; outputs compared only where marked)."
+            )
 
 
 class RunAllAgain(pytest.Item):
@@ -97,8 +102,9 @@ class RunAllAgain(pytest.Item):
 def failure_message(what: str, knobs: str, error: dict) -> str:
     """What a failed cell of the second run reports: the kernel's traceback, without its
     colour codes, which shows the line that failed (a bare `assert` has no message)."""
-    return (f"{what} failed when run again with {knobs!r}:\n"
-            + strip_ansi("\n".join(error["traceback"])))
+    return f"{what} failed when run again with {knobs!r}:\n" + strip_ansi(
+        "\n".join(error["traceback"])
+    )
 
 
 # how the test ids of the chapters and of their papermill runs begin
@@ -155,16 +161,19 @@ def _part(nodeid: str) -> str:
 
 def pytest_runtest_logreport(report):
     _SECONDS_BY_PART[_part(report.nodeid)] = (
-        _SECONDS_BY_PART.get(_part(report.nodeid), 0.0) + report.duration)
+        _SECONDS_BY_PART.get(_part(report.nodeid), 0.0) + report.duration
+    )
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print the time each part of the suite took (README.md quotes it)."""
+    """Print the time each part of the suite took."""
     if _SECONDS_BY_PART:
         terminalreporter.section("time per part")
         workers = terminalreporter.config.option.numprocesses
         if workers:
-            terminalreporter.write_line(f"(test time summed over {workers} pytest-xdist "
-                                        "workers side by side: more than the wall time)")
+            terminalreporter.write_line(
+                f"(test time summed over {workers} pytest-xdist "
+                "workers side by side: more than the wall time)"
+            )
         for part, seconds in sorted(_SECONDS_BY_PART.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{seconds:8.0f} s  {part}")

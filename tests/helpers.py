@@ -54,7 +54,7 @@ def temporary_files_in_one_folder(config) -> str:
 
     nbval stops its kernels by killing them, so what a kernel would delete at exit
     (TensorFlow's AutoGraph sources) would otherwise stay behind, with chapter 9's checkpoint
-    folder (README.md). A pytest-xdist worker inherits its controller's folder and makes its
+    folder (CONTRIBUTING.md). A pytest-xdist worker inherits its controller's folder and makes its
     own inside it."""
     folder = tempfile.mkdtemp(prefix="book-tests-")
     os.environ["TMPDIR"] = folder

@@ -19,8 +19,12 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
     "07_pytorch_dp_ddp": {"EPOCHS": 1, "PER_REPLICA_BATCH": 64},
     # STEPS, BLOCKS as committed: shorter timings let a busy neighbour skew the scaling claim
     "08_performance": {"INPUT_EXAMPLES": 640, "GLOBAL_BATCHES": (128, 512)},
-    "09_fault_tolerance": {"EXAMPLES": 960, "EPOCHS": 3, "INTERRUPT_AT": (1, 5),
-                           "INTERRUPT_STEP": 30},
+    "09_fault_tolerance": {
+        "EXAMPLES": 960,
+        "EPOCHS": 3,
+        "INTERRUPT_AT": (1, 5),
+        "INTERRUPT_STEP": 30,
+    },
     "10_beyond_one_process": {"EXAMPLES": 512, "GLOBAL_BATCH": 128, "PER_PROCESS_BATCH": 64},
     "11_splitting_the_batch": {"MULTIPLES": (1, 8), "EPOCHS": 1},  # BN_ knobs: a restart
     "12_troubleshooting": {"GLOBAL_BATCH": 128},

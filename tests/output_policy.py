@@ -54,8 +54,12 @@ def numbers_match(reference: str, actual: str) -> bool:
     if not (_is_float(reference) and _is_float(actual)):
         return reference == actual
     a, b = float(reference), float(actual)
-    allowed = max(ABSOLUTE, RELATIVE * max(abs(a), abs(b)),
-                  _last_digit_unit(reference), _last_digit_unit(actual))
+    allowed = max(
+        ABSOLUTE,
+        RELATIVE * max(abs(a), abs(b)),
+        _last_digit_unit(reference),
+        _last_digit_unit(actual),
+    )
     if abs(a - b) <= allowed:
         return True
     scientific = "e" in (reference + actual).lower()
@@ -70,8 +74,9 @@ def outputs_match(reference: str, actual: str) -> bool:
     ref_text, act_text = _NUMBER.split(reference), _NUMBER.split(actual)
     if ref_text != act_text:
         return False
-    return all(numbers_match(r, a)
-               for r, a in zip(_NUMBER.findall(reference), _NUMBER.findall(actual)))
+    return all(
+        numbers_match(r, a) for r, a in zip(_NUMBER.findall(reference), _NUMBER.findall(actual))
+    )
 
 
 class TolerantText(str):

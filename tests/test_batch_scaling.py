@@ -13,14 +13,17 @@ def test_linear_rule_scales_with_the_global_batch():
     assert linear_scaled_learning_rate(0.1, 64, 32) == pytest.approx(0.05)
 
 
-@pytest.mark.parametrize("args, message", [
-    ((0, 32, 64), "base_lr must be a positive number"),
-    (("0.1", 32, 64), "base_lr must be a positive number"),
-    ((0.1, 0, 64), "base_batch must be an int of at least 1"),
-    ((0.1, 32.0, 64), "base_batch must be an int of at least 1"),
-    ((0.1, 32, -1), "global_batch must be an int of at least 1"),
-    ((0.1, 32, True), "global_batch must be an int of at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((0, 32, 64), "base_lr must be a positive number"),
+        (("0.1", 32, 64), "base_lr must be a positive number"),
+        ((0.1, 0, 64), "base_batch must be an int of at least 1"),
+        ((0.1, 32.0, 64), "base_batch must be an int of at least 1"),
+        ((0.1, 32, -1), "global_batch must be an int of at least 1"),
+        ((0.1, 32, True), "global_batch must be an int of at least 1"),
+    ],
+)
 def test_linear_rule_rejects_bad_inputs(args, message):
     with pytest.raises(ValueError, match=message):
         linear_scaled_learning_rate(*args)
@@ -42,12 +45,15 @@ def test_warmup_drives_a_keras_optimizer_and_serializes():
     assert LinearWarmup.from_config(schedule.get_config()).get_config() == schedule.get_config()
 
 
-@pytest.mark.parametrize("args, message", [
-    ((0.0, 0.4, 10), "start must be a positive number"),
-    ((0.1, -1, 10), "target must be a positive number"),
-    ((0.1, 0.4, 0), "warmup_steps must be an int of at least 1"),
-    ((0.1, 0.4, 2.5), "warmup_steps must be an int of at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((0.0, 0.4, 10), "start must be a positive number"),
+        ((0.1, -1, 10), "target must be a positive number"),
+        ((0.1, 0.4, 0), "warmup_steps must be an int of at least 1"),
+        ((0.1, 0.4, 2.5), "warmup_steps must be an int of at least 1"),
+    ],
+)
 def test_warmup_rejects_bad_inputs(args, message):
     with pytest.raises(ValueError, match=message):
         LinearWarmup(*args)

@@ -32,11 +32,19 @@ def test_bad_options_are_usage_errors(argv, message, capsys):
 
 def test_defaults():
     args = parse_args([])
-    assert (args.replicas, args.mode, args.batch_per_replica, args.global_batch) == ([2], ["fit"], 64, None)
+    assert (args.replicas, args.mode, args.batch_per_replica, args.global_batch) == (
+        [2],
+        ["fit"],
+        64,
+        None,
+    )
 
 
 def test_table_shows_cost_relative_to_the_baseline_of_the_same_mode():
-    rows = [Result("none", 1, "fit", 64, 10.0, 6400.0, 5), Result("mirrored", 2, "fit", 128, 25.0, 5120.0, 5)]
+    rows = [
+        Result("none", 1, "fit", 64, 10.0, 6400.0, 5),
+        Result("mirrored", 2, "fit", 128, 25.0, 5120.0, 5),
+    ]
     table = format_table(rows).splitlines()
     assert table[1].split()[-1] == "1.00x" and table[2].split()[-1] == "1.25x"
 
@@ -45,20 +53,39 @@ def test_quick_run_writes_rows_for_every_configuration(tmp_path):
     """The command line end to end (chapter 8 runs every configuration through run_benchmark)."""
     out = tmp_path / "bench.json"
     result = subprocess.run(
-        [sys.executable, "-m", "utils.bench", "--replicas", "2", "--mode", "fit", "custom",
-         "--quick", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "utils.bench",
+            "--replicas",
+            "2",
+            "--mode",
+            "fit",
+            "custom",
+            "--quick",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads(out.read_text())
     assert {(r["strategy"], r["replicas"], r["mode"]) for r in rows} == {
-        ("none", 1, "fit"), ("none", 1, "custom"), ("mirrored", 2, "fit"),
+        ("none", 1, "fit"),
+        ("none", 1, "custom"),
+        ("mirrored", 2, "fit"),
         ("mirrored", 2, "custom"),
     }
     for row in rows:
         assert row["samples_per_s"] > 0 and row["step_ms"] > 0
         assert row["global_batch"] == 64 * row["replicas"]
-        assert abs(row["samples_per_s"] * row["step_ms"] / 1000 - row["global_batch"]) < 1e-6 * row["global_batch"] * 1000
+        assert (
+            abs(row["samples_per_s"] * row["step_ms"] / 1000 - row["global_batch"])
+            < 1e-6 * row["global_batch"] * 1000
+        )
     assert "per-sample cost" in result.stdout and "benchmark" in result.stderr  # table + progress
 
 
@@ -77,8 +104,9 @@ def test_configurations_take_turns_so_a_busy_spell_slows_them_alike(monkeypatch)
         return block
 
     monkeypatch.setattr(bench, "_timed_blocks", timed_blocks)
-    results = bench.run_benchmark(["a", "b"], [2], ["fit", "custom"], global_batch=8, steps=2,
-                                  blocks=4, progress=False)
+    results = bench.run_benchmark(
+        ["a", "b"], [2], ["fit", "custom"], global_batch=8, steps=2, blocks=4, progress=False
+    )
     names = [(0, "fit"), (0, "custom"), (2, "fit"), (2, "custom")]
     assert calls == [("warm-up", n) for n in names] + [("timed", n) for n in names] * 4
     assert {r.step_ms for r in results} == {1000.0}  # every median: blocks of 1, 3, 3, 1 s

@@ -12,6 +12,7 @@ import yaml
 
 from tests.helpers import colab_url, run_fresh, temporary_files_in_one_folder
 from tests.other_knobs import OTHER_KNOBS
+from tools.run_chapters import CELL_METADATA, NOTEBOOK_METADATA
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -62,8 +63,15 @@ def test_build_reads_only_the_book(tmp_path):
     README.md that pytest writes into .pytest_cache (when its cache is on) did."""
     from sphinx.util.matching import get_matching_files
 
-    stray = [".pytest_cache/README.md", ".venv/lib/pkg/README.md", "_build/html/page.md",
-             "chapters/.ipynb_checkpoints/01-checkpoint.ipynb", "tests/notes.md", "README.md"]
+    stray = [
+        ".pytest_cache/README.md",
+        ".venv/lib/pkg/README.md",
+        "_build/html/page.md",
+        "chapters/.ipynb_checkpoints/01-checkpoint.ipynb",
+        "tests/notes.md",
+        "README.md",
+        "CONTRIBUTING.md",
+    ]
     for name in (*stray, "intro.md", "chapters/01.ipynb"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).touch()
@@ -91,14 +99,19 @@ def test_first_code_cell_sets_up_devices_before_tensorflow(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
 def test_notebooks_keep_only_what_the_book_needs(path):
-    """No execution timestamps and no stderr (TensorFlow's timestamped log lines, never shown):
-    they change on every run and are not content (`python -m tools.run_chapters` drops them).
+    """Only the allowed metadata (no execution timestamps, no editor state, no Python version),
+    and no stderr (TensorFlow's timestamped log lines, never shown): they change on every run
+    and are not content (`python -m tools.run_chapters` drops them).
     The setup cell, the same in every chapter, is folded behind a toggle but still runs."""
-    cells = code_cells(load(path))
-    assert not [c for c in cells if "execution" in c["metadata"]], "strip execution timestamps"
+    notebook = load(path)
+    cells = code_cells(notebook)
+    assert set(notebook["metadata"]) <= set(NOTEBOOK_METADATA), "run tools.run_chapters"
+    assert "version" not in notebook["metadata"].get("language_info", {})
+    assert all(set(c["metadata"]) <= set(CELL_METADATA) for c in notebook["cells"])
     streams = [o for c in cells for o in c["outputs"] if o["output_type"] == "stream"]
     assert not [o for o in streams if o["name"] == "stderr" or "\r" in "".join(o["text"])], (
-        "stderr or progress-bar updates stored: run it with `python -m tools.run_chapters`")
+        "stderr or progress-bar updates stored: run it with `python -m tools.run_chapters`"
+    )
     assert "hide-input" in cells[0]["metadata"].get("tags", [])
 
 
@@ -108,9 +121,12 @@ LONGEST_CODE_LINE = 88  # what the theme shows unscrolled (tests/test_rendered_b
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
 def test_code_lines_fit_the_page(path):
     """Code lines, the setup cell's included, are at most LONGEST_CODE_LINE characters."""
-    long_lines = [line for cell in code_cells(load(path))
-                  for line in "".join(cell["source"]).splitlines()
-                  if len(line) > LONGEST_CODE_LINE]
+    long_lines = [
+        line
+        for cell in code_cells(load(path))
+        for line in "".join(cell["source"]).splitlines()
+        if len(line) > LONGEST_CODE_LINE
+    ]
     assert not long_lines, long_lines
 
 
@@ -127,9 +143,13 @@ def printed_text(output) -> str:
 def test_printed_lines_fit_the_page(path):
     """Printed lines are at most LONGEST_CODE_LINE characters, so that tables and columns
     keep their shape on the page; quoted library messages may be longer."""
-    long_lines = [line for cell in code_cells(load(path)) for output in cell["outputs"]
-                  for line in printed_text(output).splitlines()
-                  if len(line) > LONGEST_CODE_LINE and not QUOTED_MESSAGE.search(line)]
+    long_lines = [
+        line
+        for cell in code_cells(load(path))
+        for output in cell["outputs"]
+        for line in printed_text(output).splitlines()
+        if len(line) > LONGEST_CODE_LINE and not QUOTED_MESSAGE.search(line)
+    ]
     assert not long_lines, long_lines
 
 
@@ -150,8 +170,13 @@ def test_skeleton_parameters_and_ignored_outputs(path):
     assert "## Summary" in markdown and "## Exercises" in markdown
     tagged = [c for c in code_cells(notebook) if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1, "one cell tagged `parameters` holds the knobs"
-    knobs = {name.id for node in ast.parse(source(tagged[0])).body if isinstance(node, ast.Assign)
-             for name in ast.walk(node.targets[0]) if isinstance(name, ast.Name)}
+    knobs = {
+        name.id
+        for node in ast.parse(source(tagged[0])).body
+        if isinstance(node, ast.Assign)
+        for name in ast.walk(node.targets[0])
+        if isinstance(name, ast.Name)
+    }
     other = OTHER_KNOBS.get(path.stem)  # the second "Run all" turns these (conftest.RunAllAgain)
     assert other, f"give {path.stem} other knob values in tests/other_knobs.py"
     assert set(other) <= knobs, f"{set(other) - knobs} are not knobs of {path.stem}"
@@ -169,9 +194,9 @@ def pins(path):
 
 
 def test_every_requirement_is_pinned():
-    lines = [l.strip() for l in (ROOT / "requirements.txt").read_text().splitlines()]
-    packages = [l for l in lines if l and not l.startswith("#")]
-    assert all("==" in l for l in packages), packages
+    lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    packages = [line for line in lines if line and not line.startswith("#")]
+    assert all("==" in line for line in packages), packages
     assert pins("requirements.txt")["jupyter-book"].startswith("1.")
 
 
@@ -179,13 +204,18 @@ def test_the_colab_runtime_environment_takes_colab_s_versions():
     """CI's Colab-runtime environment: every package it names unpinned is pinned by Colab's
     constraints, and those pin the versions Colab's runtime reports (tools/colab_constraints)."""
     colab = {name.lower(): version for name, version in pins("constraints-colab.txt").items()}
-    lines = [l.strip() for l in (ROOT / "requirements-colab-runtime.txt").read_text().splitlines()]
-    names = [l for l in lines if l and not l.startswith(("#", "-c"))]
+    text = (ROOT / "requirements-colab-runtime.txt").read_text()
+    lines = [line.strip() for line in text.splitlines()]
+    names = [line for line in lines if line and not line.startswith(("#", "-c"))]
     assert "-c constraints-colab.txt" in lines
     assert [n for n in names if "==" not in n and n.lower() not in colab] == []
     assert {name: colab[name] for name in ("tensorflow", "keras", "numpy", "jax", "mlxtend")} == {
-        "tensorflow": "2.20.0", "keras": "3.13.2", "numpy": "2.1.3", "jax": "0.7.2",
-        "mlxtend": "0.23.4"}
+        "tensorflow": "2.20.0",
+        "keras": "3.13.2",
+        "numpy": "2.1.3",
+        "jax": "0.7.2",
+        "mlxtend": "0.23.4",
+    }
     assert "torch" not in colab  # a CUDA build on Colab: the book's CPU wheel stands in
 
 

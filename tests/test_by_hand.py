@@ -49,10 +49,12 @@ def test_split_and_all_reduce_on_logical_devices():
         # even and uneven splits, placement, and nothing lost
         parts = split_and_load(np.arange(12).reshape(6, 2), devices)
         assert [p.shape[0] for p in parts] == [2, 2, 2]
-        assert [p.device for p in parts] == [d.replace("/device", "/job:localhost/replica:0/task:0/device") for d in devices]
+        prefix = "/job:localhost/replica:0/task:0/device"
+        assert [p.device for p in parts] == [d.replace("/device", prefix) for d in devices]
         parts = split_and_load(np.arange(7), devices)
         assert [p.numpy().tolist() for p in parts] == [[0, 1, 2], [3, 4], [5, 6]]
-        assert [p.numpy().tolist() for p in split_and_load(np.arange(3), devices[:1])] == [[0, 1, 2]]
+        one = split_and_load(np.arange(3), devices[:1])
+        assert [p.numpy().tolist() for p in one] == [[0, 1, 2]]
         for args, message in [((np.arange(2), devices), "2 rows cannot feed 3"),
                               ((np.arange(2), []), "at least one device")]:
             try:

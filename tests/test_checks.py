@@ -13,7 +13,9 @@ def test_whole_numbers_pass_as_int(value):
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, 2.0, True, "2", None])
 def test_anything_else_is_named_in_the_message(value):
-    with pytest.raises(ValueError, match=rf"^world_size must be an int of at least 1; got {value!r}\.$"):
+    with pytest.raises(
+        ValueError, match=rf"^world_size must be an int of at least 1; got {value!r}\.$"
+    ):
         check_int("world_size", value)
 
 

@@ -23,7 +23,7 @@ def colab_block(path):
     """The `if "google.colab" ...:` block of a chapter's first code cell."""
     cells = json.loads(path.read_text())["cells"]
     setup = next("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    block = setup[setup.index('if "google.colab"'):]
+    block = setup[setup.index('if "google.colab"') :]
     return block[: block.index("\nif ") + 1], setup
 
 
@@ -36,7 +36,8 @@ def test_the_colab_block_installs_nothing():
     block, _ = colab_block(CHAPTERS[0])
     assert not re.search(r"\b(pip|conda|install|uv)\b", block), (
         "the Colab branch must not install packages: Colab's own versions are the ones the "
-        "chapters are tested against (constraints-colab.txt)")
+        "chapters are tested against (constraints-colab.txt)"
+    )
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout to clone from")
@@ -64,8 +65,9 @@ def test_colab_branch_clones_imports_utils_and_changes_no_package(tmp_path):
         changed = sorted(set(before) ^ set(packages()))
         print("CHANGED", json.dumps(changed), "OF", len(before))
     """)
-    result = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     clone = content / "multigpu-book"
     assert f"UTILS {clone / 'utils'}" in result.stdout

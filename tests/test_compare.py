@@ -15,7 +15,8 @@ def test_max_abs_difference():
 
 
 @pytest.mark.parametrize(
-    "other, message", [([np.zeros((2, 2))], "2 arrays with 1"), ([np.zeros(4), np.zeros(3)], "shapes")]
+    "other, message",
+    [([np.zeros((2, 2))], "2 arrays with 1"), ([np.zeros(4), np.zeros(3)], "shapes")],
 )
 def test_max_abs_difference_refuses_mismatches(other, message):
     with pytest.raises(ValueError, match=message):

@@ -78,7 +78,12 @@ def test_dataset_applies_preprocess_once_and_keeps_order_without_shuffle():
 
 @pytest.mark.parametrize(
     "size, batch, message",
-    [(5, 0, "an int of at least 1"), (5, 2.0, "an int of at least 1"), (5, 8, "no batch"), (4, 2, "examples but y")],
+    [
+        (5, 0, "an int of at least 1"),
+        (5, 2.0, "an int of at least 1"),
+        (5, 8, "no batch"),
+        (4, 2, "examples but y"),
+    ],
 )
 def test_dataset_rejects_bad_arguments(size, batch, message):
     x = np.zeros(5, dtype=np.float32)
@@ -96,7 +101,8 @@ def test_image_folders_round_trip_and_are_written_once(tmp_path, digits):
     assert write_image_folders(tmp_path / "digits", splits) == root
     assert files[0].stat().st_mtime_ns == stamp  # reused, not rewritten
 
-    images, labels = zip(*[(i.numpy(), int(l)) for i, l in read_image_folder(root / "train")])
+    read_back = read_image_folder(root / "train")
+    images, labels = zip(*[(image.numpy(), int(label)) for image, label in read_back])
     # the examples come back by class folder: match each image read back to the one
     # written, then every written image must be read once, with its label
     gaps = np.abs(np.stack(images)[:, None] - x_train[None, :20]).max(axis=(2, 3, 4))

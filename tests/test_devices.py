@@ -74,19 +74,27 @@ class FakeGPUs:
         import tensorflow as tf
 
         self.calls = []
-        self.gpus = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU")
-                     for i in range(count)]
+        self.gpus = [
+            tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(count)
+        ]
         self.logical = []
         config, experimental = tf.config, tf.config.experimental
-        monkeypatch.setattr(config, "list_physical_devices",
-                            lambda kind=None: self.gpus if kind == "GPU" else [])
+        monkeypatch.setattr(
+            config, "list_physical_devices", lambda kind=None: self.gpus if kind == "GPU" else []
+        )
         monkeypatch.setattr(config, "set_logical_device_configuration", self.configure)
         monkeypatch.setattr(config, "list_logical_devices", lambda kind=None: self.logical)
         monkeypatch.setattr(experimental, "get_memory_growth", lambda gpu: False)
-        monkeypatch.setattr(experimental, "set_memory_growth",
-                            lambda gpu, on: self.calls.append(("growth", gpu.name, on)))
-        monkeypatch.setattr(experimental, "enable_tensor_float_32_execution",
-                            lambda on: self.calls.append(("tf32", on)))
+        monkeypatch.setattr(
+            experimental,
+            "set_memory_growth",
+            lambda gpu, on: self.calls.append(("growth", gpu.name, on)),
+        )
+        monkeypatch.setattr(
+            experimental,
+            "enable_tensor_float_32_execution",
+            lambda on: self.calls.append(("tf32", on)),
+        )
         self.logical = [tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU") for i in range(count)]
 
     def configure(self, gpu, configs):
@@ -94,8 +102,9 @@ class FakeGPUs:
 
         self.calls.append(("limit", gpu.name, [c.memory_limit for c in configs]))
         if len(configs) > 1:
-            self.logical = [tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU")
-                            for i in range(len(configs))]
+            self.logical = [
+                tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU") for i in range(len(configs))
+            ]
 
 
 def test_one_gpu_honours_the_memory_limit(monkeypatch):
@@ -121,7 +130,8 @@ def test_eight_gpus_cap_only_those_used(monkeypatch):
     devices = setup_devices(2, gpu_memory_limit_mb=8000, verbose=False)
     assert devices == ["/device:GPU:0", "/device:GPU:1"]
     assert fake.calls == [("limit", f"/physical_device:GPU:{i}", [8000]) for i in range(2)] + [
-        ("tf32", False)]
+        ("tf32", False)
+    ]
 
 
 def test_two_logical_cpus_rerun_harmless_other_count_says_restart_all_reduce_named():

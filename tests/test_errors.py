@@ -10,7 +10,8 @@ def test_first_line_without_node_names_or_op_suffix():
     err = tf.errors.InvalidArgumentError(None, None, "Inputs must match. [Op:AddN] name: x\nmore")
     assert error_line(err) == "Inputs must match."
     err = tf.errors.InvalidArgumentError(
-        None, None, "Graph execution error:\n\n(0) bad depth {{node a/b}} [[{{node c}}]]\n")
+        None, None, "Graph execution error:\n\n(0) bad depth {{node a/b}} [[{{node c}}]]\n"
+    )
     assert error_line(err) == "Graph execution error:"
     assert error_line(err, containing="depth") == "(0) bad depth"
 
@@ -27,7 +28,10 @@ def test_a_real_tensorflow_error():
 
 
 def test_a_printed_distributed_value_is_shortened():
-    err = ValueError("Attempt to convert a value (PerReplica:{\n  0: <tf.Tensor: shape=(2,),\n"
-                     "  numpy=array([1, 2])>\n}) with an unsupported type to a Tensor.")
-    assert error_line(err) == ("Attempt to convert a value (PerReplica:{...}) with an "
-                               "unsupported type to a Tensor.")
+    err = ValueError(
+        "Attempt to convert a value (PerReplica:{\n  0: <tf.Tensor: shape=(2,),\n"
+        "  numpy=array([1, 2])>\n}) with an unsupported type to a Tensor."
+    )
+    assert error_line(err) == (
+        "Attempt to convert a value (PerReplica:{...}) with an unsupported type to a Tensor."
+    )

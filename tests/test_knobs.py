@@ -3,7 +3,7 @@ through papermill, each in a fresh kernel, and every assertion still holds. Chap
 another batch size (in the same kernel TensorFlow's collective keys collide: its warning
 says why), and other device counts (a kernel fixes its devices at its first TensorFlow call):
 chapter 4 on 4 devices, chapter 5 on 8, as on an 8-GPU server. (Chapters 2-12 were also run
-once on 4 and on 8 devices, README.md; here two stand for them, to keep the suite short.)
+once on 4 and on 8 devices, CONTRIBUTING.md; here two stand for them, to keep the suite short.)
 """
 
 import nbformat
@@ -13,8 +13,11 @@ import pytest
 from tests.helpers import ROOT
 
 CASES = {
-    "chapter 3, 2 epochs of 64 per replica": ("03_mirrored_fit", 2,
-                                                {"EPOCHS": 2, "PER_REPLICA_BATCH": 64}),
+    "chapter 3, 2 epochs of 64 per replica": (
+        "03_mirrored_fit",
+        2,
+        {"EPOCHS": 2, "PER_REPLICA_BATCH": 64},
+    ),
     "chapter 4, 1 epoch on 4 devices": ("04_custom_loops", 4, {"EPOCHS": 1}),
     "chapter 5, 1 epoch on 8 devices": ("05_data_parallel_by_hand", 8, {"EPOCHS": 1}),
 }
@@ -31,6 +34,11 @@ def test_chapter_holds_with_other_knob_values(tmp_path, monkeypatch, case):
     setup.source = setup.source.replace("setup_devices(2)", f"setup_devices({devices})")
     source = tmp_path / f"{name}.ipynb"
     nbformat.write(notebook, source)
-    papermill.execute_notebook(source, tmp_path / "executed.ipynb", parameters=values,
-                               cwd=ROOT / "chapters", progress_bar=False,
-                               kernel_name="python3")  # raises on any failed assertion
+    papermill.execute_notebook(
+        source,
+        tmp_path / "executed.ipynb",
+        parameters=values,
+        cwd=ROOT / "chapters",
+        progress_bar=False,
+        kernel_name="python3",
+    )  # raises on any failed assertion

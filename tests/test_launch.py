@@ -38,8 +38,10 @@ def running(pid: int) -> bool:
 
 
 def test_outputs_come_back_in_order_with_the_extra_environment():
-    outputs = run_processes([python("import os; print(os.environ['WHO'])")] * 2,
-                            envs=[{"WHO": "first"}, {"WHO": "second"}])
+    outputs = run_processes(
+        [python("import os; print(os.environ['WHO'])")] * 2,
+        envs=[{"WHO": "first"}, {"WHO": "second"}],
+    )
     assert [o.strip() for o in outputs] == ["first", "second"]
 
 
@@ -65,7 +67,8 @@ def test_a_hung_process_and_its_children_are_killed_at_the_deadline(tmp_path):
         "import subprocess, sys, time\n"
         f"child = subprocess.Popen([{PYTHON!r}, '-c', 'import time; time.sleep(60)'])\n"
         f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "time.sleep(60)")
+        "time.sleep(60)"
+    )
     with pytest.raises(TimeoutError, match=r"process 0 still running after 3 s"):
         run_processes([parent], timeout_s=3)
     child = int(pid_file.read_text())
@@ -75,8 +78,14 @@ def test_a_hung_process_and_its_children_are_killed_at_the_deadline(tmp_path):
     assert not running(child)  # the grandchild is gone too: no orphans
 
 
-@pytest.mark.parametrize("bad", [dict(commands=[]), dict(commands=[["true"]], timeout_s=0),
-                                 dict(commands=[["true"]], names=["a", "b"])])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(commands=[]),
+        dict(commands=[["true"]], timeout_s=0),
+        dict(commands=[["true"]], names=["a", "b"]),
+    ],
+)
 def test_bad_arguments_are_refused(bad):
     with pytest.raises(ValueError, match="run_processes"):
         run_processes(**bad)
@@ -108,11 +117,15 @@ def test_a_port_in_use_is_named():
 
 
 def test_each_worker_gets_its_own_tf_config_and_gpu():
-    show = python("import json, os; c = json.loads(os.environ['TF_CONFIG']); "
-                  "print(c['task']['index'], len(c['cluster']['worker']), "
-                  "repr(os.environ['CUDA_VISIBLE_DEVICES']))")
+    show = python(
+        "import json, os; c = json.loads(os.environ['TF_CONFIG']); "
+        "print(c['task']['index'], len(c['cluster']['worker']), "
+        "repr(os.environ['CUDA_VISIBLE_DEVICES']))"
+    )
     assert [o.split() for o in launch_tf_workers(show, 2, gpu_count=8)] == [
-        ["0", "2", "'0'"], ["1", "2", "'1'"]]
+        ["0", "2", "'0'"],
+        ["1", "2", "'1'"],
+    ]
     assert [o.split()[2] for o in launch_tf_workers(show, 2, gpu_count=1)] == ["''", "''"]
 
 
@@ -153,15 +166,26 @@ Root Cause (first observed failure):
 
 def test_a_torchrun_failure_is_named_by_its_root_cause(tmp_path):
     script = tmp_path / "fail.py"
-    script.write_text("import os\nfrom torch.distributed.elastic.multiprocessing.errors "
-                      "import record\n\n\n@record\ndef main():\n"
-                      "    if os.environ['RANK'] == '1':\n"
-                      "        raise ValueError('bad batch size 7 for 8 devices')\n\n\n"
-                      "main()\n")
-    command = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(script)]
-    with pytest.raises(RuntimeError, match=r"^node 0 exited with code 1: rank 1 failed: "
-                                           r"ValueError: bad batch size 7 for 8 devices$"):
+    script.write_text(
+        "import os\nfrom torch.distributed.elastic.multiprocessing.errors "
+        "import record\n\n\n@record\ndef main():\n"
+        "    if os.environ['RANK'] == '1':\n"
+        "        raise ValueError('bad batch size 7 for 8 devices')\n\n\n"
+        "main()\n"
+    )
+    command = [
+        PYTHON,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(script),
+    ]
+    with pytest.raises(
+        RuntimeError,
+        match=r"^node 0 exited with code 1: rank 1 failed: "
+        r"ValueError: bad batch size 7 for 8 devices$",
+    ):
         run_processes([command], names=["node 0"], timeout_s=120)
 
 
@@ -171,8 +195,11 @@ def test_a_torchrun_failure_without_a_traceback_says_how_to_get_one():
     with pytest.raises(RuntimeError, match=r"rank 1 failed: RuntimeError: first line"):
         run_processes([plain])  # the summary had no exception: the worker's own line
     bare = failed.replace("[rank1]: RuntimeError: first line of the worker's own traceback", "")
-    with pytest.raises(RuntimeError, match=r"rank 1 exited with code 1 \(for its traceback, "
-                                           r"decorate .* with torch\.distributed\.elastic"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"rank 1 exited with code 1 \(for its traceback, "
+        r"decorate .* with torch\.distributed\.elastic",
+    ):
         run_processes([python(f"import sys; sys.stdout.write({bare!r}); sys.exit(1)")])
 
 
@@ -182,13 +209,14 @@ def test_jax_uses_two_or_more_gpus_and_simulated_cpus_otherwise():
     with pytest.raises(ValueError, match="gpu_count must be an int of at least 0"):
         jax_platform_environment(-1)
     show = python("import jax; print([d.platform for d in jax.devices()])")
-    env = {**jax_platform_environment(0),
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {**jax_platform_environment(0), "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     (output,) = run_processes([show], envs=[env], timeout_s=120)
     assert output.strip().splitlines()[-1] == "['cpu', 'cpu']"
 
 
 def test_tf_config_is_what_multi_worker_mirrored_strategy_reads():
     config = json.loads(tf_config([1000, 1001], 1))
-    assert config == {"cluster": {"worker": ["127.0.0.1:1000", "127.0.0.1:1001"]},
-                      "task": {"type": "worker", "index": 1}}
+    assert config == {
+        "cluster": {"worker": ["127.0.0.1:1000", "127.0.0.1:1001"]},
+        "task": {"type": "worker", "index": 1},
+    }

@@ -45,15 +45,19 @@ def test_to_tensors_makes_nchw():
     assert data.tensors[0].shape == (3, 1, 28, 28) and data.tensors[1].dtype == torch.int64
 
 
-@pytest.mark.parametrize("rank, ranks, gpus, expected", [
-    (0, 2, 8, ("cuda:0", "nccl")),  # an 8-GPU server: a GPU for every rank
-    (1, 2, 2, ("cuda:1", "nccl")),
-    (7, 8, 8, ("cuda:7", "nccl")),
-    (1, 2, 1, ("cpu", "gloo")),  # Colab: one GPU for two ranks
-    (0, 2, 0, ("cpu", "gloo")),  # a laptop
-])
+@pytest.mark.parametrize(
+    "rank, ranks, gpus, expected",
+    [
+        (0, 2, 8, ("cuda:0", "nccl")),  # an 8-GPU server: a GPU for every rank
+        (1, 2, 2, ("cuda:1", "nccl")),
+        (7, 8, 8, ("cuda:7", "nccl")),
+        (1, 2, 1, ("cpu", "gloo")),  # Colab: one GPU for two ranks
+        (0, 2, 0, ("cpu", "gloo")),  # a laptop
+    ],
+)
 def test_ddp_device_gives_every_rank_a_gpu_and_nccl_or_all_the_cpu_and_gloo(
-        rank, ranks, gpus, expected):
+    rank, ranks, gpus, expected
+):
     device, backend = ddp_device(rank, ranks, gpu_count=gpus)
     assert (str(device), backend) == expected
 
@@ -65,9 +69,14 @@ def test_ddp_device_counts_the_gpus_this_process_sees(monkeypatch):
     assert ddp_device(0, 1) == (torch.device("cpu"), "gloo")
 
 
-@pytest.mark.parametrize("rank, ranks, match", [(2, 2, "local_rank 2 is not below"),
-                                                (-1, 2, "local_rank must be an int"),
-                                                (0, 0, "local_world_size must be an int")])
+@pytest.mark.parametrize(
+    "rank, ranks, match",
+    [
+        (2, 2, "local_rank 2 is not below"),
+        (-1, 2, "local_rank must be an int"),
+        (0, 0, "local_world_size must be an int"),
+    ],
+)
 def test_ddp_device_rejects_a_rank_outside_the_group(rank, ranks, match):
     with pytest.raises(ValueError, match=match):
         ddp_device(rank, ranks)
@@ -75,13 +84,15 @@ def test_ddp_device_rejects_a_rank_outside_the_group(rank, ranks, match):
 
 def test_ddp_on_two_cpu_processes_equals_one_process(tmp_path):
     rng = np.random.default_rng(0)
-    data = to_tensors(rng.random((96, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 96),
-                      dtype=torch.float64)
+    data = to_tensors(
+        rng.random((96, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 96), dtype=torch.float64
+    )
     args = (2, data, str(tmp_path), 2, 8, 0.1, 0, "float64")
     mp.spawn(ddp_worker, args=args, nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    single = train_one_process(data, world_size=2, per_rank_batch=8, epochs=2, lr=0.1, seed=0,
-                               dtype=torch.float64).state_dict()
+    single = train_one_process(
+        data, world_size=2, per_rank_batch=8, epochs=2, lr=0.1, seed=0, dtype=torch.float64
+    ).state_dict()
     for name in single:
         assert torch.equal(ranks[0][name], ranks[1][name]), name  # bit-identical ranks
         assert (ranks[0][name] - single[name]).abs().max() < 1e-12, name
@@ -93,13 +104,15 @@ def test_ddp_on_two_cpu_processes_equals_one_process(tmp_path):
 def test_no_sync_accumulation_on_two_processes_equals_one_process_with_larger_batches(tmp_path):
     """2 ranks x 2 micro-batches of 4, accumulated under no_sync() == 1 process, batches of 16."""
     rng = np.random.default_rng(1)
-    data = to_tensors(rng.random((72, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 72),
-                      dtype=torch.float64)
+    data = to_tensors(
+        rng.random((72, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 72), dtype=torch.float64
+    )
     args = (2, data, str(tmp_path), 1, 4, 0.1, 0, "float64", 2)
     mp.spawn(ddp_worker, args=args, nprocs=2, join=True)
     accumulated = torch.load(tmp_path / "rank0.pt")
-    single = train_one_process(data, world_size=2, per_rank_batch=8, epochs=1, lr=0.1, seed=0,
-                               dtype=torch.float64).state_dict()
+    single = train_one_process(
+        data, world_size=2, per_rank_batch=8, epochs=1, lr=0.1, seed=0, dtype=torch.float64
+    ).state_dict()
     assert all((accumulated[k] - single[k]).abs().max() < 1e-12 for k in single)
     # 36 examples per rank = 9 micro-batches of 4 = 4 steps of 2, the ninth dropped
     assert json.loads((tmp_path / "rank0.json").read_text())["steps_per_epoch"] == 4

@@ -24,7 +24,9 @@ LAPTOP_SCREEN = {"width": 1440, "height": 900}  # the screen every page opens on
 
 if CHROMIUM is None:
     if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's Chromium for the browser tests: apt-get install chromium")
+        raise RuntimeError(
+            "CI needs Debian's Chromium for the browser tests: apt-get install chromium"
+        )
     pytest.skip("Chromium not installed (apt-get install chromium)", allow_module_level=True)
 
 
@@ -33,9 +35,18 @@ def site(tmp_path_factory):
     """Build the book from the working tree, with warnings as errors, into a fresh folder."""
     out = tmp_path_factory.mktemp("book")
     build = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", "--all", "-W",
-         "--path-output", str(out), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
+        [
+            str(Path(sys.executable).parent / "jupyter-book"),
+            "build",
+            "--all",
+            "-W",
+            "--path-output",
+            str(out),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     return out / "_build" / "html"
@@ -48,8 +59,14 @@ def browser():
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
         )
         yield chromium
         chromium.close()
@@ -76,8 +93,11 @@ def opened(site, browser):
 
 def image_outputs(notebook_path: Path) -> int:
     notebook = json.loads(notebook_path.read_text())
-    return sum("image/png" in output.get("data", {})
-               for cell in notebook["cells"] for output in cell.get("outputs", []))
+    return sum(
+        "image/png" in output.get("data", {})
+        for cell in notebook["cells"]
+        for output in cell.get("outputs", [])
+    )
 
 
 @pytest.mark.parametrize("page_name", PAGES)
@@ -88,13 +108,16 @@ def test_chapter_page_renders_outputs_figures_and_its_own_colab_link(opened, pag
     assert not any("oneDNN" in text or "cuInit" in text for text in outputs), "stderr is shown"
 
     figures = page.evaluate(
-        "Array.from(document.querySelectorAll('div.cell_output img')).map(i => i.naturalWidth)")
+        "Array.from(document.querySelectorAll('div.cell_output img')).map(i => i.naturalWidth)"
+    )
     assert len(figures) == image_outputs(ROOT / f"{page_name}.ipynb")
     assert all(width > 0 for width in figures), "a figure did not render"
 
     expected = colab_url(f"{page_name}.ipynb")
     colab = page.evaluate(
-        "Array.from(document.querySelectorAll('a')).map(a => a.href).filter(h => h.includes('colab.research'))")
+        "Array.from(document.querySelectorAll('a')).map(a => a.href)"
+        ".filter(h => h.includes('colab.research'))"
+    )
     assert colab and set(colab) == {expected}
 
 
@@ -121,13 +144,15 @@ def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_na
                 "'div.cell div.cell_input pre, div.cell div.cell_output pre'))"
                 ".filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
                 ".map(pre => pre.textContent.split('\\n')"
-                ".reduce((a, b) => a.length > b.length ? a : b))")
+                ".reduce((a, b) => a.length > b.length ? a : b))"
+            )
             assert not overflowing, f"at {width} px, code or output too wide: {overflowing}"
             tables = page.evaluate(
                 "Array.from(document.querySelectorAll('div.pst-scrollable-table-container'))"
                 ".filter(box => box.scrollWidth > box.clientWidth + 1)"
                 ".map(box => `${box.scrollWidth - box.clientWidth} px too wide: `"
-                " + box.querySelector('tr').textContent.trim().replace(/\\s+/g, ' '))")
+                " + box.querySelector('tr').textContent.trim().replace(/\\s+/g, ' '))"
+            )
             assert not tables, f"at {width} px, tables wider than the page: {tables}"
     finally:
         page.set_viewport_size(LAPTOP_SCREEN)

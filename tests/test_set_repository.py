@@ -13,8 +13,11 @@ from tools.set_repository import main, set_repository
 @pytest.fixture
 def book_copy(tmp_path):
     shutil.copy(ROOT / "_config.yml", tmp_path)
-    shutil.copytree(ROOT / "chapters", tmp_path / "chapters",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(
+        ROOT / "chapters",
+        tmp_path / "chapters",
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
+    )
     return tmp_path
 
 
@@ -29,15 +32,25 @@ def test_rewrites_config_badges_and_clone_urls(book_copy):
         text = path.read_text()
         assert old not in text and old.removeprefix("https://github.com/") not in text
         cells = json.loads(text)["cells"]
-        assert f"colab.research.google.com/github/example-org/dp-book/blob/main/chapters/{path.name}" \
+        assert (
+            f"colab.research.google.com/github/example-org/dp-book/blob/main/chapters/{path.name}"
             in "".join(cells[0]["source"])
+        )
         setup = next("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         assert f'repository = "{new}"' in setup
     assert set_repository(new, book_copy) == []  # a second run changes nothing
 
 
-@pytest.mark.parametrize("bad", ["github.com/a/b", "https://github.com/a/b/", "https://github.com/a/b.git",
-                                 "https://gitlab.com/a/b", "https://github.com/a"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "github.com/a/b",
+        "https://github.com/a/b/",
+        "https://github.com/a/b.git",
+        "https://gitlab.com/a/b",
+        "https://github.com/a",
+    ],
+)
 def test_refuses_urls_it_cannot_use(book_copy, bad):
     before = (book_copy / "_config.yml").read_text()
     with pytest.raises(ValueError, match="https://github.com/OWNER/NAME"):

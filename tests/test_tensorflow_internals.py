@@ -3,7 +3,8 @@
 
 
 def test_the_private_auto_shard_rewrite_chapter_12_uses_still_exists():
-    """Chapter 12 applies TensorFlow's own per-worker rewrite; a release that moves it fails here."""
+    """Chapter 12 applies TensorFlow's own per-worker rewrite; a release that moves it fails
+    here."""
     import tensorflow as tf
     from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset
 

@@ -49,7 +49,9 @@ def test_median_time_is_the_median():
     assert median_time(lambda: time.sleep(next(delays)), repeats=3, warmup=1) < 0.1
 
 
-@pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"repeats": 1.5}, {"warmup": -1}, {"repeats": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{"repeats": 0}, {"repeats": 1.5}, {"warmup": -1}, {"repeats": True}]
+)
 def test_median_time_rejects_bad_counts(kwargs):
     with pytest.raises(ValueError, match="must be an int"):
         median_time(lambda: None, **kwargs)

@@ -46,20 +46,31 @@ def constraints(freeze: str) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tools.colab_constraints",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.colab_constraints",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("freeze", type=Path, help="Colab's pip-freeze.gpu.txt")
-    parser.add_argument("--source", default="August 2026",
-                        help="which version of the file (a date or a commit)")
+    parser.add_argument(
+        "--source", default="August 2026", help="which version of the file (a date or a commit)"
+    )
     parser.add_argument("--python", default="3.13", help="Colab's Python version")
     args = parser.parse_args(argv)
     kept, dropped = constraints(args.freeze.read_text())
-    torch_family = ", ".join(line.split("==")[0] for line in dropped if "+" in line
-                             and " @ " not in line)
-    OUTPUT.write_text(HEADER.format(source=args.source, dropped=torch_family,
-                                    tools=", ".join(INSTALLER_TOOLS), python=args.python)
-                      + "\n".join(kept) + "\n")
+    torch_family = ", ".join(
+        line.split("==")[0] for line in dropped if "+" in line and " @ " not in line
+    )
+    OUTPUT.write_text(
+        HEADER.format(
+            source=args.source,
+            dropped=torch_family,
+            tools=", ".join(INSTALLER_TOOLS),
+            python=args.python,
+        )
+        + "\n".join(kept)
+        + "\n"
+    )
     print(f"{OUTPUT.name}: {len(kept)} constraints; left out: {len(dropped)}")
 
 

@@ -20,30 +20,52 @@ import nbformat
 from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
+# The metadata a chapter keeps, as tensorflow_docs' nbfmt does: what Jupyter and Colab need
+# to open it (kernel, language, Colab's GPU runtime) and the cell tags (`parameters`,
+# `hide-input`). The rest is an editor's state or says which machine ran the chapter.
+NOTEBOOK_METADATA = ("accelerator", "colab", "kernelspec", "language_info")
+CELL_METADATA = ("tags",)
+
 
 def keep_what_the_book_needs(notebook: nbformat.NotebookNode) -> None:
-    """Drop stderr streams and execution timestamps, then let nbconvert merge the streams left
-    side by side and apply their carriage returns (progress bars keep their last state)."""
+    """Keep the allowed metadata (without the Python version that ran the chapter), drop
+    stderr streams, then let nbconvert merge the streams left side by side and apply their
+    carriage returns (progress bars keep their last state)."""
+    notebook.metadata = {
+        key: value for key, value in notebook.metadata.items() if key in NOTEBOOK_METADATA
+    }
+    notebook.metadata.get("language_info", {}).pop("version", None)
     for cell in notebook.cells:
+        cell.metadata = {key: value for key, value in cell.metadata.items() if key in CELL_METADATA}
         if cell.cell_type == "code":
-            cell.metadata.pop("execution", None)
-            cell.outputs = [output for output in cell.outputs
-                            if not (output.output_type == "stream" and output.name == "stderr")]
+            cell.outputs = [
+                output
+                for output in cell.outputs
+                if not (output.output_type == "stream" and output.name == "stderr")
+            ]
     CoalesceStreamsPreprocessor().preprocess(notebook, {})
 
 
 def run_chapter(path: Path, timeout_s: int = 900) -> None:
     """Execute the notebook at `path` in a fresh kernel and write it back, trimmed."""
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=timeout_s, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=timeout_s,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     keep_what_the_book_needs(notebook)
     nbformat.write(notebook, path)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tools.run_chapters", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.run_chapters",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     args = parser.parse_args(argv)

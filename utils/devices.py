@@ -37,13 +37,19 @@ class DevicePlan:
     def describe(self, gpu_memory_limit_mb: int | None) -> str:
         """What was set up, in a few words (`setup_devices` prints it)."""
         if self.kind == "CPU":
-            return f"{self.n} logical CPU device(s) on this machine's cores (no GPU found)"
+            return (
+                f"{self.n} logical CPU device(s) on this machine's cores (no GPU found)"
+            )
         if self.split:
             return (
                 f"{self.n} logical GPUs of {gpu_memory_limit_mb or DEFAULT_GPU_MEMORY_LIMIT_MB} "
                 "MB each, carved out of 1 physical GPU; TF32 off"
             )
-        memory = f"capped at {gpu_memory_limit_mb} MB each" if gpu_memory_limit_mb else "memory growth on"
+        memory = (
+            f"capped at {gpu_memory_limit_mb} MB each"
+            if gpu_memory_limit_mb
+            else "memory growth on"
+        )
         return f"{self.n} of {self.num_gpus} physical GPU(s), {memory}; TF32 off"
 
 
@@ -90,8 +96,11 @@ def _restart_message(n: int) -> str:
 
 def _check_memory_limit(gpu_memory_limit_mb: object) -> None:
     if gpu_memory_limit_mb is not None:
-        check_int("setup_devices: gpu_memory_limit_mb (None, or megabytes)", gpu_memory_limit_mb,
-                  least=64)
+        check_int(
+            "setup_devices: gpu_memory_limit_mb (None, or megabytes)",
+            gpu_memory_limit_mb,
+            least=64,
+        )
 
 
 def setup_devices(
@@ -128,7 +137,9 @@ def setup_devices(
             config = tf.config.LogicalDeviceConfiguration(memory_limit=limit)
             tf.config.set_logical_device_configuration(gpus[0], [config] * plan.n)
         elif gpu_memory_limit_mb:
-            config = tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_limit_mb)
+            config = tf.config.LogicalDeviceConfiguration(
+                memory_limit=gpu_memory_limit_mb
+            )
             for gpu in gpus[: plan.n]:
                 tf.config.set_logical_device_configuration(gpu, [config])
         else:
@@ -143,7 +154,9 @@ def setup_devices(
     if gpus:
         tf.config.experimental.enable_tensor_float_32_execution(False)
 
-    devices = [device.name for device in tf.config.list_logical_devices(plan.kind)][: plan.n]
+    devices = [device.name for device in tf.config.list_logical_devices(plan.kind)][
+        : plan.n
+    ]
     if len(devices) != plan.n:  # e.g. CUDA_VISIBLE_DEVICES changed what TF can see
         raise RuntimeError(_restart_message(plan.n))
     if verbose:

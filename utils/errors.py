@@ -19,5 +19,7 @@ def error_line(err: BaseException, containing: str | None = None) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return type(err).__name__
-    chosen = next((line for line in lines if containing and containing in line), lines[0])
+    chosen = next(
+        (line for line in lines if containing and containing in line), lines[0]
+    )
     return re.split(r"\s\[(?:\[|Op:)", chosen)[0]

@@ -23,7 +23,11 @@ from pathlib import Path
 from utils.checks import check_int
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # what the `torchrun` command runs
+TORCHRUN = [
+    sys.executable,
+    "-m",
+    "torch.distributed.run",
+]  # what the `torchrun` command runs
 LOOPBACK = "127.0.0.1"
 
 
@@ -47,8 +51,10 @@ def check_ports_free(ports: Sequence[int]) -> None:
             try:
                 sock.bind((LOOPBACK, port))
             except OSError:
-                raise ValueError(f"port {port} on {LOOPBACK} is in use: pass other ports, or "
-                                 "ports=None to have free ones chosen.") from None
+                raise ValueError(
+                    f"port {port} on {LOOPBACK} is in use: pass other ports, or "
+                    "ports=None to have free ones chosen."
+                ) from None
 
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -71,15 +77,21 @@ def _torchrun_root_cause(text: str) -> str | None:
     rank = re.search(r"^\s*rank\s*:\s*(\d+)", section, re.M)
     code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", section, re.M)
     who = f"rank {rank.group(1)}" if rank else "a process"
-    recorded = [line.strip() for line in section.splitlines() if _EXCEPTION.search(line)]
-    printed = [re.sub(r"^\[(default|rank)\d+\]:\s*", "", line.strip())  # workers' own
-               for line in before.splitlines()
-               if _EXCEPTION.search(line) and "ChildFailedError" not in line]
+    recorded = [
+        line.strip() for line in section.splitlines() if _EXCEPTION.search(line)
+    ]
+    printed = [
+        re.sub(r"^\[(default|rank)\d+\]:\s*", "", line.strip())  # workers' own
+        for line in before.splitlines()
+        if _EXCEPTION.search(line) and "ChildFailedError" not in line
+    ]
     if recorded or printed:
         return f"{who} failed: {(recorded[-1:] or printed)[0]}"
-    return (f"{who} exited with code {code.group(1) if code else '?'} (for its traceback, "
-            "decorate the program's main function with torch.distributed.elastic."
-            "multiprocessing.errors.record)")
+    return (
+        f"{who} exited with code {code.group(1) if code else '?'} (for its traceback, "
+        "decorate the program's main function with torch.distributed.elastic."
+        "multiprocessing.errors.record)"
+    )
 
 
 def _error_line(text: str) -> str:
@@ -113,14 +125,24 @@ def run_processes(
     names = list(names or [f"process {i}" for i in range(len(commands))])
     envs = list(envs or [{}] * len(commands))
     if not len(names) == len(envs) == len(commands):
-        raise ValueError("run_processes: commands, envs and names must have the same length.")
+        raise ValueError(
+            "run_processes: commands, envs and names must have the same length."
+        )
     if not timeout_s > 0:
-        raise ValueError(f"run_processes: timeout_s must be positive; got {timeout_s!r}.")
+        raise ValueError(
+            f"run_processes: timeout_s must be positive; got {timeout_s!r}."
+        )
     with tempfile.TemporaryDirectory(prefix="run_processes-") as logs:
         files = [open(Path(logs) / f"{i}.log", "w+") for i in range(len(commands))]
         processes = [
-            subprocess.Popen(list(command), env=child_environment(env), cwd=cwd, stdout=log,
-                             stderr=subprocess.STDOUT, start_new_session=True)
+            subprocess.Popen(
+                list(command),
+                env=child_environment(env),
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             for command, env, log in zip(commands, envs, files)
         ]
 
@@ -131,19 +153,25 @@ def run_processes(
         try:
             deadline = time.monotonic() + timeout_s
             while any(p.poll() is None for p in processes):
-                failed = [i for i, p in enumerate(processes) if p.poll() not in (None, 0)]
+                failed = [
+                    i for i, p in enumerate(processes) if p.poll() not in (None, 0)
+                ]
                 if failed or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
             failed = [i for i, p in enumerate(processes) if p.poll() not in (None, 0)]
             if failed:
                 i = failed[0]
-                raise RuntimeError(f"{names[i]} exited with code {processes[i].returncode}: "
-                                   f"{_error_line(output(i))}")
+                raise RuntimeError(
+                    f"{names[i]} exited with code {processes[i].returncode}: "
+                    f"{_error_line(output(i))}"
+                )
             running = [names[i] for i, p in enumerate(processes) if p.poll() is None]
             if running:
-                raise TimeoutError(f"{', '.join(running)} still running after {timeout_s:g} s; "
-                                   "every process was stopped.")
+                raise TimeoutError(
+                    f"{', '.join(running)} still running after {timeout_s:g} s; "
+                    "every process was stopped."
+                )
             return [output(i) for i in range(len(processes))]
         finally:
             for process in processes:  # the whole group: torchrun's workers too
@@ -205,15 +233,21 @@ def launch_tf_workers(
     if ports is None:
         ports = free_ports(num_workers)
     elif len(ports) != num_workers:
-        raise ValueError(f"launch_tf_workers: {num_workers} workers need {num_workers} ports; "
-                         f"got {list(ports)}.")
+        raise ValueError(
+            f"launch_tf_workers: {num_workers} workers need {num_workers} ports; got {list(ports)}."
+        )
     else:
         check_ports_free(ports)  # ports chosen by free_ports were free a moment ago
     gpu_ids = visible_gpu_ids(gpu_count)
     one_gpu_each = len(gpu_ids) >= num_workers
-    envs = [{"TF_CONFIG": tf_config(ports, i),
-             "CUDA_VISIBLE_DEVICES": gpu_ids[i] if one_gpu_each else ""}
-            for i in range(num_workers)]
+    envs = [
+        {
+            "TF_CONFIG": tf_config(ports, i),
+            "CUDA_VISIBLE_DEVICES": gpu_ids[i] if one_gpu_each else "",
+        }
+        for i in range(num_workers)
+    ]
     names = [f"worker {i}" for i in range(num_workers)]
-    return run_processes([command] * num_workers, envs=envs, names=names, cwd=cwd,
-                         timeout_s=timeout_s)
+    return run_processes(
+        [command] * num_workers, envs=envs, names=names, cwd=cwd, timeout_s=timeout_s
+    )

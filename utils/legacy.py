@@ -17,7 +17,9 @@ import tensorflow as tf
 class ParallelModel(keras.Model):
     """The template model replicated over `devices` by batch slicing (see `multi_gpu_model`)."""
 
-    def __init__(self, template: keras.Model, devices: Sequence[str], merge_device: str):
+    def __init__(
+        self, template: keras.Model, devices: Sequence[str], merge_device: str
+    ):
         super().__init__(name=f"parallel_{template.name}")
         self.template = template
         self.devices = list(devices)
@@ -54,7 +56,9 @@ def multi_gpu_model(
     device names, such as the ones `setup_devices` returns.
     """
     if not isinstance(model, keras.Model):
-        raise TypeError(f"multi_gpu_model: model must be a keras.Model; got {type(model).__name__}.")
+        raise TypeError(
+            f"multi_gpu_model: model must be a keras.Model; got {type(model).__name__}."
+        )
     devices = list(devices)
     if len(devices) < 2 or len(set(devices)) != len(devices):
         raise ValueError(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import keras
 
 
-def small_cnn(num_classes: int = 10, input_shape: tuple[int, ...] = (28, 28, 1), seed: int = 0):
+def small_cnn(
+    num_classes: int = 10, input_shape: tuple[int, ...] = (28, 28, 1), seed: int = 0
+):
     """A two-convolution CNN that outputs logits (use a loss with `from_logits=True`).
 
     Introduced in chapter 1. Every initializer is seeded, so two calls with the same `seed`

@@ -19,9 +19,13 @@ def plot_curves(
 
     Introduced in chapter 3. `histories` maps a run's label to its Keras history dict.
     """
-    figure, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 3.2), squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(metrics), figsize=(4.5 * len(metrics), 3.2), squeeze=False
+    )
     for axis, metric in zip(axes[0], metrics):
-        for (label, history), style in zip(histories.items(), cycle(["-o", "--s", ":^", "-.v"])):
+        for (label, history), style in zip(
+            histories.items(), cycle(["-o", "--s", ":^", "-.v"])
+        ):
             values = history[metric]
             axis.plot(range(1, len(values) + 1), values, style, label=label, alpha=0.8)
         axis.set_xlabel("epoch")

@@ -34,9 +34,14 @@ class TorchSmallCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.layers = nn.Sequential(
-            nn.Conv2d(1, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(32 * 5 * 5, 10),
+            nn.Conv2d(1, 16, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * 5 * 5, 10),
         )
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -49,16 +54,25 @@ def make_model(seed: int, dtype: torch.dtype = torch.float32) -> TorchSmallCNN:
     return TorchSmallCNN().to(dtype)
 
 
-def to_tensors(images: np.ndarray, labels: np.ndarray, dtype=torch.float32) -> TensorDataset:
+def to_tensors(
+    images: np.ndarray, labels: np.ndarray, dtype=torch.float32
+) -> TensorDataset:
     """NHWC arrays from `load_mnist_subset` as an NCHW `TensorDataset`."""
     x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).to(dtype)
     return TensorDataset(x, torch.from_numpy(labels.astype(np.int64)))
 
 
-def rank_indices(n: int, world_size: int, rank: int, epoch: int, seed: int) -> list[int]:
+def rank_indices(
+    n: int, world_size: int, rank: int, epoch: int, seed: int
+) -> list[int]:
     """The example indices `DistributedSampler` gives `rank` in `epoch` (shuffled, drop_last)."""
     sampler = DistributedSampler(
-        range(n), num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=True
+        range(n),
+        num_replicas=world_size,
+        rank=rank,
+        shuffle=True,
+        seed=seed,
+        drop_last=True,
     )
     sampler.set_epoch(epoch)
     return list(sampler)
@@ -69,14 +83,26 @@ def global_batches(n: int, world_size: int, per_rank_batch: int, epoch: int, see
     per_rank = [rank_indices(n, world_size, r, epoch, seed) for r in range(world_size)]
     steps = len(per_rank[0]) // per_rank_batch
     return [
-        [i for indices in per_rank for i in indices[s * per_rank_batch:(s + 1) * per_rank_batch]]
+        [
+            i
+            for indices in per_rank
+            for i in indices[s * per_rank_batch : (s + 1) * per_rank_batch]
+        ]
         for s in range(steps)
     ]
 
 
-def train_one_process(data: TensorDataset, *, world_size: int, per_rank_batch: int,
-                      epochs: int, lr: float, seed: int, dtype=torch.float32,
-                      momentum: float = 0.0) -> nn.Module:
+def train_one_process(
+    data: TensorDataset,
+    *,
+    world_size: int,
+    per_rank_batch: int,
+    epochs: int,
+    lr: float,
+    seed: int,
+    dtype=torch.float32,
+    momentum: float = 0.0,
+) -> nn.Module:
     """Single-process SGD on exactly the global batches the DDP ranks see together."""
     model = make_model(seed, dtype)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
@@ -89,8 +115,9 @@ def train_one_process(data: TensorDataset, *, world_size: int, per_rank_batch: i
     return model
 
 
-def ddp_device(local_rank: int, local_world_size: int,
-               gpu_count: int | None = None) -> tuple[torch.device, str]:
+def ddp_device(
+    local_rank: int, local_world_size: int, gpu_count: int | None = None
+) -> tuple[torch.device, str]:
     """Where DDP process `local_rank` of the `local_world_size` on this machine trains, and
     the backend: `(cuda:local_rank, "nccl")` when there is a GPU for every process,
     otherwise `(cpu, "gloo")`.
@@ -104,17 +131,27 @@ def ddp_device(local_rank: int, local_world_size: int,
     check_int("ddp_device: local_world_size", local_world_size)
     check_int("ddp_device: local_rank", local_rank, least=0)
     if local_rank >= local_world_size:
-        raise ValueError(f"ddp_device: local_rank {local_rank} is not below "
-                         f"local_world_size {local_world_size}.")
+        raise ValueError(
+            f"ddp_device: local_rank {local_rank} is not below local_world_size {local_world_size}."
+        )
     gpus = torch.cuda.device_count() if gpu_count is None else gpu_count
     if gpus >= local_world_size:
         return torch.device("cuda", local_rank), "nccl"
     return torch.device("cpu"), "gloo"
 
 
-def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
-               epochs: int, per_rank_batch: int, lr: float, seed: int,
-               dtype_name: str = "float32", accumulation_steps: int = 1) -> None:
+def ddp_worker(
+    rank: int,
+    world_size: int,
+    data: TensorDataset,
+    out_dir: str,
+    epochs: int,
+    per_rank_batch: int,
+    lr: float,
+    seed: int,
+    dtype_name: str = "float32",
+    accumulation_steps: int = 1,
+) -> None:
     """One DDP process: trains, saves weights (on the CPU) and timings.
 
     Start it with `torch.multiprocessing.spawn(ddp_worker, args=(world_size, ...),
@@ -133,17 +170,29 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
     else:
         torch.set_num_threads(1)  # the ranks share the machine's cores
     out = Path(out_dir)
-    dist.init_process_group(backend, init_method=f"file://{out / 'rendezvous'}",
-                            rank=rank, world_size=world_size)
+    dist.init_process_group(
+        backend,
+        init_method=f"file://{out / 'rendezvous'}",
+        rank=rank,
+        world_size=world_size,
+    )
     try:
         model = DistributedDataParallel(
             make_model(seed, getattr(torch, dtype_name)).to(device),
-            device_ids=[device.index] if device.type == "cuda" else None)
+            device_ids=[device.index] if device.type == "cuda" else None,
+        )
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-        sampler = DistributedSampler(data, num_replicas=world_size, rank=rank,
-                                     shuffle=True, seed=seed, drop_last=True)
-        loader = DataLoader(data, batch_size=per_rank_batch, sampler=sampler,
-                            drop_last=True)
+        sampler = DistributedSampler(
+            data,
+            num_replicas=world_size,
+            rank=rank,
+            shuffle=True,
+            seed=seed,
+            drop_last=True,
+        )
+        loader = DataLoader(
+            data, batch_size=per_rank_batch, sampler=sampler, drop_last=True
+        )
         steps = len(loader) // accumulation_steps
         epoch_seconds, losses = [], []
         for epoch in range(epochs):
@@ -165,15 +214,22 @@ def ddp_worker(rank: int, world_size: int, data: TensorDataset, out_dir: str,
             epoch_seconds.append(time.perf_counter() - start)
         weights = {name: w.cpu() for name, w in model.module.state_dict().items()}
         torch.save(weights, out / f"rank{rank}.pt")
-        report = {"device": str(device), "backend": backend,
-                  "epoch_seconds": epoch_seconds, "losses": losses,
-                  "steps_per_epoch": steps, "pid": os.getpid()}
+        report = {
+            "device": str(device),
+            "backend": backend,
+            "epoch_seconds": epoch_seconds,
+            "losses": losses,
+            "steps_per_epoch": steps,
+            "pid": os.getpid(),
+        }
         (out / f"rank{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()
 
 
-def run_ranks(fn, world_size: int, args: tuple = (), *, timeout_s: float = 120.0) -> None:
+def run_ranks(
+    fn, world_size: int, args: tuple = (), *, timeout_s: float = 120.0
+) -> None:
     """Start `fn(rank, *args)` in `world_size` processes and wait at most `timeout_s` seconds.
 
     Introduced in chapter 12. Unlike a bare `mp.spawn(..., join=True)`, a hung group cannot
@@ -189,15 +245,21 @@ def run_ranks(fn, world_size: int, args: tuple = (), *, timeout_s: float = 120.0
     try:
         while not context.join(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline:
-                running = [rank for rank, p in enumerate(context.processes) if p.is_alive()]
-                raise TimeoutError(f"run_ranks: rank(s) {running} still running after "
-                                   f"{timeout_s:g} s; all processes were stopped.")
+                running = [
+                    rank for rank, p in enumerate(context.processes) if p.is_alive()
+                ]
+                raise TimeoutError(
+                    f"run_ranks: rank(s) {running} still running after "
+                    f"{timeout_s:g} s; all processes were stopped."
+                )
     except torch.multiprocessing.ProcessRaisedException as err:
-        raise RuntimeError(f"run_ranks: rank {err.error_index} failed: "
-                           f"{str(err).strip().splitlines()[-1]}") from None
+        raise RuntimeError(
+            f"run_ranks: rank {err.error_index} failed: {str(err).strip().splitlines()[-1]}"
+        ) from None
     except torch.multiprocessing.ProcessExitedException as err:
-        raise RuntimeError(f"run_ranks: rank {err.error_index} exited with code "
-                           f"{err.exit_code}.") from None
+        raise RuntimeError(
+            f"run_ranks: rank {err.error_index} exited with code {err.exit_code}."
+        ) from None
     finally:
         for process in context.processes:
             if process.is_alive():
@@ -205,20 +267,27 @@ def run_ranks(fn, world_size: int, args: tuple = (), *, timeout_s: float = 120.0
             process.join()
 
 
-def straggler_worker(rank: int, world_size: int, out_dir: str, timeout_s: float,
-                     monitored: bool) -> None:
+def straggler_worker(
+    rank: int, world_size: int, out_dir: str, timeout_s: float, monitored: bool
+) -> None:
     """Chapter 12's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
     `dist.monitored_barrier`) that the last rank is too late for (it arrives after
     `timeout_s + 1` seconds). Rank r writes `{"outcome": ..., "seconds": ...}` into
     `out_dir/rank{r}.json`.
     """
-    dist.init_process_group("gloo", init_method=f"file://{Path(out_dir) / 'rendezvous'}",
-                            rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{Path(out_dir) / 'rendezvous'}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     start = time.perf_counter()
     try:
         if rank == world_size - 1:
-            time.sleep(timeout_s + 1)  # stuck: a slow data loader, a deadlock, a breakpoint
+            time.sleep(
+                timeout_s + 1
+            )  # stuck: a slow data loader, a deadlock, a breakpoint
             outcome = "was stuck, and never joined"
         elif monitored:
             dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s))
@@ -227,10 +296,14 @@ def straggler_worker(rank: int, world_size: int, out_dir: str, timeout_s: float,
             dist.all_reduce(torch.ones(1))
             outcome = "finished the all-reduce"
     except RuntimeError as err:  # the message without gloo's source path
-        outcome = f"{type(err).__name__}: " + re.sub(r"^\[[^\]]*/[^\]]*\]\s*", "", error_line(err))
+        outcome = f"{type(err).__name__}: " + re.sub(
+            r"^\[[^\]]*/[^\]]*\]\s*", "", error_line(err)
+        )
     report = {"outcome": outcome, "seconds": time.perf_counter() - start}
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(report))
-    os._exit(0)  # skip the process group's shutdown, which would wait for the other rank
+    os._exit(
+        0
+    )  # skip the process group's shutdown, which would wait for the other rank
 
 
 def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
@@ -239,9 +312,13 @@ def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
     Rank r writes the first line of its error into `out_dir/rank{r}.txt`."""
     os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"  # as if set before Python started:
     dist.set_debug_level_from_env()  # torch read the variable when it was imported
-    dist.init_process_group("gloo", init_method=f"file://{Path(out_dir) / 'rendezvous'}",
-                            rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=30))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{Path(out_dir) / 'rendezvous'}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=30),
+    )
     try:
         dist.all_reduce(torch.ones(2 + rank))
         outcome = "no error"

@@ -19,7 +19,9 @@ class InterruptAt(keras.callbacks.Callback):
     def __init__(self, epoch: int, batch: int) -> None:
         super().__init__()
         if min(epoch, batch) < 0:
-            raise ValueError(f"InterruptAt: epoch and batch count from 0; got {epoch}, {batch}.")
+            raise ValueError(
+                f"InterruptAt: epoch and batch count from 0; got {epoch}, {batch}."
+            )
         self.target = (epoch, batch)
         self._epoch = 0
 
@@ -28,4 +30,6 @@ class InterruptAt(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if (self._epoch, batch) == self.target:
-            raise SimulatedInterruption(f"training interrupted after epoch {self._epoch}, batch {batch}")
+            raise SimulatedInterruption(
+                f"training interrupted after epoch {self._epoch}, batch {batch}"
+            )

@@ -46,7 +46,9 @@ def timer(label: str, *, verbose: bool = True) -> Iterator[Timing]:
         print(f"{label}: {timing.seconds:.3f} s")
 
 
-def median_time(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1) -> float:
+def median_time(
+    fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1
+) -> float:
     """Median wall time in seconds of `repeats` calls of `fn`, after `warmup` untimed calls.
 
     One timing on a shared machine proves nothing; a median of several is worth quoting.
@@ -72,6 +74,8 @@ def steady_epoch_seconds(history: Mapping[str, Sequence[float]]) -> float:
     """
     seconds = list(history["epoch_seconds"])
     if not seconds:
-        raise ValueError("steady_epoch_seconds: the history has no epoch times; train at "
-                         "least one epoch with utils.fit_model, which records them.")
+        raise ValueError(
+            "steady_epoch_seconds: the history has no epoch times; train at "
+            "least one epoch with utils.fit_model, which records them."
+        )
     return statistics.median(seconds[1:] or seconds)

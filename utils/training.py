@@ -33,7 +33,8 @@ def fit_model(
     strategy=None,
     epochs: int = 2,
     build: Callable[[], keras.Model] = small_cnn,
-    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = DEFAULT_LEARNING_RATE,
+    learning_rate: float
+    | keras.optimizers.schedules.LearningRateSchedule = DEFAULT_LEARNING_RATE,
     make_optimizer: Callable[[], keras.optimizers.Optimizer] | None = None,
     validation_data=None,
     steps_per_epoch: int | None = None,
@@ -51,8 +52,12 @@ def fit_model(
     a no-strategy `fit` on a machine with a GPU and off under any tf.distribute strategy, so
     a comparison of the two would compare XLA with non-XLA.
     """
-    model, optimizer = model_and_optimizer(strategy, build=build, learning_rate=learning_rate,
-                                           make_optimizer=make_optimizer)
+    model, optimizer = model_and_optimizer(
+        strategy,
+        build=build,
+        learning_rate=learning_rate,
+        make_optimizer=make_optimizer,
+    )
     with (strategy or tf.distribute.get_strategy()).scope():
         model.compile(
             optimizer=optimizer,
@@ -62,7 +67,10 @@ def fit_model(
         )
     timer = EpochTimes()
     history = model.fit(
-        train_data, epochs=epochs, validation_data=validation_data, verbose=0,
+        train_data,
+        epochs=epochs,
+        validation_data=validation_data,
+        verbose=0,
         callbacks=[timer, *callbacks],
         steps_per_epoch=steps_per_epoch,
         shuffle=False,  # a dataset shuffles itself; `fit`'s default True warns (chapter 3)
@@ -74,7 +82,8 @@ def model_and_optimizer(
     strategy=None,
     *,
     build: Callable[[], keras.Model] = small_cnn,
-    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = DEFAULT_LEARNING_RATE,
+    learning_rate: float
+    | keras.optimizers.schedules.LearningRateSchedule = DEFAULT_LEARNING_RATE,
     make_optimizer: Callable[[], keras.optimizers.Optimizer] | None = None,
 ) -> tuple[keras.Model, keras.optimizers.Optimizer]:
     """A fresh model and its optimizer, both made inside `strategy.scope()`, for a custom loop.
@@ -87,14 +96,20 @@ def model_and_optimizer(
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = build()
-        optimizer = make_optimizer() if make_optimizer else keras.optimizers.SGD(learning_rate)
+        optimizer = (
+            make_optimizer() if make_optimizer else keras.optimizers.SGD(learning_rate)
+        )
         optimizer.build(model.trainable_variables)
     return model, optimizer
 
 
-def make_distributed_step(strategy, model: keras.Model, optimizer,
-                          global_batch_size: int,
-                          metrics: Sequence[keras.metrics.Metric] = ()):
+def make_distributed_step(
+    strategy,
+    model: keras.Model,
+    optimizer,
+    global_batch_size: int,
+    metrics: Sequence[keras.metrics.Metric] = (),
+):
     """Chapter 4's custom-loop training step: a `tf.function` of a distributed batch.
 
     Each replica computes the cross-entropy of its slice per example, scales it with
@@ -106,15 +121,17 @@ def make_distributed_step(strategy, model: keras.Model, optimizer,
     11), whose `apply_gradients` unscales them. Build the optimizer before the first
     call (`model_and_optimizer` does). Used by chapters 9, 10 and 11 and `utils.bench`.
     """
-    loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                            reduction=None)
+    loss_object = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=None
+    )
 
     def replica_step(images, labels):
         with tf.GradientTape() as tape:
             logits = model(images, training=True)
             per_example = loss_object(labels, logits)
-            loss = tf.nn.compute_average_loss(per_example,
-                                              global_batch_size=global_batch_size)
+            loss = tf.nn.compute_average_loss(
+                per_example, global_batch_size=global_batch_size
+            )
             scaled = optimizer.scale_loss(loss)  # on the tape: its gradient is recorded
         gradients = tape.gradient(scaled, model.trainable_variables)
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
