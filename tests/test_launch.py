@@ -13,6 +13,7 @@ from utils.launch import (
     check_ports_free,
     child_environment,
     free_ports,
+    gpu_per_process_environments,
     jax_platform_environment,
     launch_tf_workers,
     run_processes,
@@ -127,6 +128,20 @@ def test_each_worker_gets_its_own_tf_config_and_gpu():
         ["1", "2", "'1'"],
     ]
     assert [o.split()[2] for o in launch_tf_workers(show, 2, gpu_count=1)] == ["''", "''"]
+
+
+def test_processes_that_must_not_share_a_gpu_get_one_each_or_none(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpu_per_process_environments(2, 8) == [
+        {"CUDA_VISIBLE_DEVICES": "0"},
+        {"CUDA_VISIBLE_DEVICES": "1"},
+    ]
+    assert gpu_per_process_environments(2, 1) == [{"CUDA_VISIBLE_DEVICES": ""}] * 2  # Colab
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert gpu_per_process_environments(2, 2) == [
+        {"CUDA_VISIBLE_DEVICES": "4"},
+        {"CUDA_VISIBLE_DEVICES": "6"},
+    ]
 
 
 def test_a_scheduler_s_gpu_mask_is_respected(monkeypatch):

@@ -197,6 +197,22 @@ def visible_gpu_ids(gpu_count: int) -> list[str]:
     return [entry.strip() for entry in mask.split(",") if entry.strip()][:gpu_count]
 
 
+def gpu_per_process_environments(
+    num_processes: int, gpu_count: int
+) -> list[dict[str, str]]:
+    """The `CUDA_VISIBLE_DEVICES` of each of `num_processes` programs started on this machine
+    that must not share a GPU (chapter 10's TensorFlow workers and torchrun agents): with a GPU
+    for each, process i sees only the i-th GPU this process sees (`visible_gpu_ids`);
+    otherwise none of them sees a GPU, and they run on the CPU."""
+    check_int("gpu_per_process_environments: num_processes", num_processes)
+    ids = visible_gpu_ids(gpu_count)
+    one_each = len(ids) >= num_processes
+    return [
+        {"CUDA_VISIBLE_DEVICES": ids[i] if one_each else ""}
+        for i in range(num_processes)
+    ]
+
+
 def jax_platform_environment(gpu_count: int) -> dict[str, str]:
     """The environment for a JAX program that trains data parallel on this machine's devices
     (chapter 10): JAX's default with 2 or more GPUs (it uses them all), `JAX_PLATFORMS=cpu`
@@ -238,15 +254,8 @@ def launch_tf_workers(
         )
     else:
         check_ports_free(ports)  # ports chosen by free_ports were free a moment ago
-    gpu_ids = visible_gpu_ids(gpu_count)
-    one_gpu_each = len(gpu_ids) >= num_workers
-    envs = [
-        {
-            "TF_CONFIG": tf_config(ports, i),
-            "CUDA_VISIBLE_DEVICES": gpu_ids[i] if one_gpu_each else "",
-        }
-        for i in range(num_workers)
-    ]
+    gpus = gpu_per_process_environments(num_workers, gpu_count)
+    envs = [{"TF_CONFIG": tf_config(ports, i), **gpus[i]} for i in range(num_workers)]
     names = [f"worker {i}" for i in range(num_workers)]
     return run_processes(
         [command] * num_workers, envs=envs, names=names, cwd=cwd, timeout_s=timeout_s

@@ -167,6 +167,8 @@ def ddp_worker(
     device, backend = ddp_device(rank, world_size)
     if device.type == "cuda":
         torch.cuda.set_device(device)
+        torch.backends.cudnn.allow_tf32 = False  # float32 means float32: the chapters
+        torch.backends.cuda.matmul.allow_tf32 = False  # compare weights with the CPU's
     else:
         torch.set_num_threads(1)  # the ranks share the machine's cores
     out = Path(out_dir)
