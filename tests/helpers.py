@@ -8,9 +8,10 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from utils.launch import REPOSITORY
+
+ROOT = REPOSITORY  # the repository's root folder
 
 
 def colab_url(notebook: str) -> str:

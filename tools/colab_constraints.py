@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-OUTPUT = ROOT / "constraints-colab.txt"
+from utils.launch import REPOSITORY
+
+OUTPUT = REPOSITORY / "constraints-colab.txt"
 INSTALLER_TOOLS = ("pip", "setuptools", "wheel")
 HEADER = """\
 # Colab's GPU runtime as pip constraints: the versions a chapter meets on Colab.

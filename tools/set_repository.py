@@ -15,7 +15,9 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from utils.launch import REPOSITORY
+
+ROOT = REPOSITORY
 _GITHUB = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)")
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from utils.checks import check_int
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parent.parent  # the book's root folder, one home
 TORCHRUN = [
     sys.executable,
     "-m",
