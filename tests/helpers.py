@@ -2,6 +2,7 @@
 run their code in a fresh Python process."""
 
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -12,6 +13,22 @@ import textwrap
 from utils.launch import REPOSITORY
 
 ROOT = REPOSITORY  # the repository's root folder
+
+
+NOTEBOOKS = sorted(p.relative_to(ROOT) for p in (ROOT / "chapters").glob("*.ipynb"))
+
+
+def load_notebook(path):
+    """A chapter's notebook as JSON (`path` relative to the repository)."""
+    return json.loads((ROOT / path).read_text())
+
+
+def code_cells(notebook):
+    return [c for c in notebook["cells"] if c["cell_type"] == "code"]
+
+
+def source(cell):
+    return "".join(cell["source"])
 
 
 def colab_url(notebook: str) -> str:

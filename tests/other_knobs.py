@@ -5,7 +5,7 @@ put in after its `parameters` cell: a chapter must hold for other sensible value
 knobs (every assertion in it still passes) and must survive being run twice. Most are
 cheaper than the committed values (fewer epochs, examples, timed repeats or batch sizes), which
 keeps the second run short; chapter 1 trains longer, so "more epochs" is covered too.
-tests/test_book.py checks that each name is a knob of its chapter.
+tests/test_notebooks.py checks that each name is a knob of its chapter.
 """
 
 OTHER_KNOBS: dict[str, dict[str, object]] = {

@@ -1,9 +1,11 @@
-"""utils.checks: the one check for counts."""
+"""utils.checks: the one check for counts, for learning rates, and for counts on a command line."""
+
+import argparse
 
 import numpy as np
 import pytest
 
-from utils.checks import check_int
+from utils.checks import check_int, check_positive, positive_int_argument
 
 
 @pytest.mark.parametrize("value", [1, 8, np.int64(3)])
@@ -23,3 +25,17 @@ def test_the_lower_bound_can_be_zero_or_more():
     assert check_int("warmup", 0, least=0) == 0
     with pytest.raises(ValueError, match="at least 64"):
         check_int("gpu_memory_limit_mb", 32, least=64)
+
+
+def test_a_positive_number_is_returned_as_a_float():
+    assert check_positive("base_lr", 1) == 1.0 and type(check_positive("lr", 1)) is float
+    for bad in (0, -0.1, "0.1", True, None):
+        with pytest.raises(ValueError, match=rf"^lr must be a positive number; got {bad!r}\.$"):
+            check_positive("lr", bad)
+
+
+def test_a_command_line_count():
+    assert positive_int_argument("3") == 3
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"got {bad!r}"):
+            positive_int_argument(bad)

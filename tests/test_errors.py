@@ -1,9 +1,9 @@
-"""utils.errors: the useful line of a TensorFlow error."""
+"""utils.errors: the useful line of a TensorFlow error, and of a failed program's output."""
 
 import pytest
 import tensorflow as tf
 
-from utils.errors import error_line
+from utils.errors import error_line, output_error_line
 
 
 def test_first_line_without_node_names_or_op_suffix():
@@ -35,3 +35,10 @@ def test_a_printed_distributed_value_is_shortened():
     assert error_line(err) == (
         "Attempt to convert a value (PerReplica:{...}) with an unsupported type to a Tensor."
     )
+
+
+def test_a_programs_output_gives_its_exception_else_its_last_line():
+    traceback = "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'a'\n"
+    assert output_error_line("loading\n" + traceback) == "KeyError: 'a'"
+    assert output_error_line("step 1\nKilled\n\n") == "Killed"
+    assert output_error_line("") == "(no output)"

@@ -3,17 +3,9 @@ Goyal et al. (2017), "Accurate, Large Minibatch SGD", with its gradual warm-up."
 
 from __future__ import annotations
 
-import numbers
-
 import keras
 
-from utils.checks import check_int
-
-
-def _positive(name: str, value: object) -> None:
-    """A learning rate must be a positive real number (counts go through check_int)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value <= 0:
-        raise ValueError(f"{name} must be a positive number; got {value!r}.")
+from utils.checks import check_int, check_positive
 
 
 def linear_scaled_learning_rate(
@@ -24,7 +16,7 @@ def linear_scaled_learning_rate(
     Introduced in chapter 11. `base_lr` is the learning rate tuned for `base_batch` (on one
     device); `global_batch` is what a step now takes (per-replica batch x replicas).
     """
-    _positive("base_lr", base_lr)
+    check_positive("base_lr", base_lr)
     check_int("base_batch", base_batch)
     check_int("global_batch", global_batch)
     return base_lr * global_batch / base_batch
@@ -38,14 +30,9 @@ class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, start: float, target: float, warmup_steps: int) -> None:
-        _positive("start", start)
-        _positive("target", target)
-        check_int("warmup_steps", warmup_steps)
-        self.start, self.target, self.warmup_steps = (
-            float(start),
-            float(target),
-            int(warmup_steps),
-        )
+        self.start = check_positive("start", start)
+        self.target = check_positive("target", target)
+        self.warmup_steps = check_int("warmup_steps", warmup_steps)
 
     def __call__(self, step):
         progress = keras.ops.minimum(

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from utils.checks import positive_int_argument
+
 MODES = ("fit", "custom")
 
 
@@ -227,16 +229,6 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m utils.bench",
@@ -244,7 +236,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--replicas",
-        type=_positive,
+        type=positive_int_argument,
         nargs="+",
         default=[2],
         help="MirroredStrategy replica counts to measure (default: 2)",
@@ -259,13 +251,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     batch = parser.add_mutually_exclusive_group()
     batch.add_argument(
         "--batch-per-replica",
-        type=_positive,
+        type=positive_int_argument,
         default=64,
         help="examples per replica per step (default: 64)",
     )
     batch.add_argument(
         "--global-batch",
-        type=_positive,
+        type=positive_int_argument,
         help="examples per step for every row instead (a multiple of each replica count)",
     )
     parser.add_argument(

@@ -1,7 +1,8 @@
-"""Argument checks shared by the helpers, so every bad count reads the same way."""
+"""Argument checks shared by the helpers, so every bad argument reads the same way."""
 
 from __future__ import annotations
 
+import argparse
 import numbers
 
 
@@ -18,3 +19,21 @@ def check_int(name: str, value: object, least: int = 1) -> int:
     ):
         raise ValueError(f"{name} must be an int of at least {least}; got {value!r}.")
     return int(value)
+
+
+def check_positive(name: str, value: object) -> float:
+    """Return `value` as a float if it is a real number above zero (a learning rate), else
+    raise a ValueError that names the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value <= 0:
+        raise ValueError(f"{name} must be a positive number; got {value!r}.")
+    return float(value)
+
+
+def positive_int_argument(text: str) -> int:
+    """An argparse `type=` for counts given on a command line (`--replicas 2`)."""
+    try:
+        return check_int("the value", int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer, got {text!r}"
+        ) from None

@@ -9,7 +9,6 @@ strategy chose for them (chapter 2).
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 from utils.checks import check_int
@@ -53,23 +52,12 @@ class DevicePlan:
         return f"{self.n} of {self.num_gpus} physical GPU(s), {memory}; TF32 off"
 
 
-def _check_count(n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(
-            f"setup_devices(n): n is the number of devices, a positive int such as 2; "
-            f"got {n!r} ({type(n).__name__})."
-        )
-    if n < 1:
-        raise ValueError(f"setup_devices(n): n must be at least 1; got {n}.")
-    return int(n)
-
-
 def plan_devices(n: int, num_gpus: int) -> DevicePlan:
     """Decide how to get `n` devices given `num_gpus` physical GPUs (no TensorFlow calls).
 
     Enough GPUs: use `n` of them. Exactly one GPU: split it. No GPU: split the CPU.
     """
-    n = _check_count(n)
+    n = check_int("setup_devices: n (the number of devices)", n)
     if num_gpus >= n:
         return DevicePlan(n, num_gpus, "GPU", split=False)
     if num_gpus > 1:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from utils.checks import check_int
+from utils.errors import EXCEPTION_LINE, output_error_line
 
 REPOSITORY = Path(__file__).resolve().parent.parent  # the book's root folder, one home
 TORCHRUN = [
@@ -64,7 +65,6 @@ def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(extra or {})}
 
 
-_EXCEPTION = re.compile(r"\b\w*(Error|Exception)\b: ")
 _ROOT_CAUSE = "Root Cause (first observed failure):"
 
 
@@ -78,12 +78,12 @@ def _torchrun_root_cause(text: str) -> str | None:
     code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", section, re.M)
     who = f"rank {rank.group(1)}" if rank else "a process"
     recorded = [
-        line.strip() for line in section.splitlines() if _EXCEPTION.search(line)
+        line.strip() for line in section.splitlines() if EXCEPTION_LINE.search(line)
     ]
     printed = [
         re.sub(r"^\[(default|rank)\d+\]:\s*", "", line.strip())  # workers' own
         for line in before.splitlines()
-        if _EXCEPTION.search(line) and "ChildFailedError" not in line
+        if EXCEPTION_LINE.search(line) and "ChildFailedError" not in line
     ]
     if recorded or printed:
         return f"{who} failed: {(recorded[-1:] or printed)[0]}"
@@ -95,14 +95,8 @@ def _torchrun_root_cause(text: str) -> str | None:
 
 
 def _error_line(text: str) -> str:
-    """The worker's failure from torchrun's summary, else the first line that names a Python
-    exception, else the last line of `text`."""
-    root_cause = _torchrun_root_cause(text)
-    if root_cause:
-        return root_cause
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if _EXCEPTION.search(line)]
-    return (errors or lines or ["(no output)"])[0 if errors else -1]
+    """The worker's failure from torchrun's summary, else `output_error_line`."""
+    return _torchrun_root_cause(text) or output_error_line(text)
 
 
 def run_processes(

@@ -3,17 +3,21 @@ batches `DistributedSampler` gives each rank, where a DDP process trains (`ddp_d
 a DistributedDataParallel worker (with gradient accumulation, chapter 11); and chapter 12's
 launcher that cannot hang (`run_ranks`) with its failing workers.
 
-The workers live in this importable module because `torch.multiprocessing.spawn` pickles the
-function it starts: a function defined in a notebook cannot be found by the new processes.
+The workers live in this importable module because `torch.multiprocessing.spawn` (and
+`run_ranks`) pickles the function it starts: a function defined in a notebook cannot be
+found by the new processes.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import json
 import os
+import pickle
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +30,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from utils.checks import check_int
 from utils.errors import error_line
+from utils.launch import run_processes
 
 
 class TorchSmallCNN(nn.Module):
@@ -229,44 +234,41 @@ def ddp_worker(
         dist.destroy_process_group()
 
 
+_RUN_RANK = (
+    "import base64, pickle, sys; "
+    "fn, args = pickle.loads(base64.b64decode(sys.argv[1])); "
+    "fn(int(sys.argv[2]), *args)"
+)
+
+
 def run_ranks(
     fn, world_size: int, args: tuple = (), *, timeout_s: float = 120.0
-) -> None:
-    """Start `fn(rank, *args)` in `world_size` processes and wait at most `timeout_s` seconds.
+) -> list[str]:
+    """Run `fn(rank, *args)` in `world_size` new Python processes and return each rank's
+    output, waiting at most `timeout_s` seconds.
 
     Introduced in chapter 12. Unlike a bare `mp.spawn(..., join=True)`, a hung group cannot
-    hang the caller: at the deadline every process still running is killed and a
-    `TimeoutError` names the ranks that had not finished. A rank that fails raises a
-    `RuntimeError` naming it (and the others are stopped).
+    hang the caller: the ranks are started by `utils.launch.run_processes`, which at the
+    deadline kills every rank still running and raises a TimeoutError naming them, and
+    when a rank fails stops the others and raises a RuntimeError with the rank's error.
+    As with `spawn`, `fn` must be importable: defined in a .py file, not in a notebook.
     """
     check_int("run_ranks: world_size", world_size)
-    context = torch.multiprocessing.start_processes(
-        fn, args=args, nprocs=world_size, join=False, start_method="spawn"
+    if getattr(fn, "__module__", "__main__") == "__main__":
+        raise ValueError(
+            f"run_ranks: {getattr(fn, '__name__', fn)!s} is defined in the notebook (or "
+            "script) itself, which the new processes cannot import; define it in a .py "
+            "file next to the notebook and import it from there."
+        )
+    payload = base64.b64encode(pickle.dumps((fn, tuple(args)))).decode()
+    return run_processes(
+        [
+            [sys.executable, "-c", _RUN_RANK, payload, str(rank)]
+            for rank in range(world_size)
+        ],
+        names=[f"rank {rank}" for rank in range(world_size)],
+        timeout_s=timeout_s,
     )
-    deadline = time.monotonic() + timeout_s
-    try:
-        while not context.join(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline:
-                running = [
-                    rank for rank, p in enumerate(context.processes) if p.is_alive()
-                ]
-                raise TimeoutError(
-                    f"run_ranks: rank(s) {running} still running after "
-                    f"{timeout_s:g} s; all processes were stopped."
-                )
-    except torch.multiprocessing.ProcessRaisedException as err:
-        raise RuntimeError(
-            f"run_ranks: rank {err.error_index} failed: {str(err).strip().splitlines()[-1]}"
-        ) from None
-    except torch.multiprocessing.ProcessExitedException as err:
-        raise RuntimeError(
-            f"run_ranks: rank {err.error_index} exited with code {err.exit_code}."
-        ) from None
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-            process.join()
 
 
 def straggler_worker(

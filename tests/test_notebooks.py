@@ -1,0 +1,115 @@
+"""Each chapter's committed notebook: the setup cell, the skeleton and its knobs, the
+metadata kept, lines that fit the page, and outputs from one clean run."""
+
+import ast
+import re
+
+import pytest
+import yaml
+
+from tests.helpers import NOTEBOOKS, ROOT, code_cells, load_notebook, source
+from tests.other_knobs import OTHER_KNOBS
+from tools.run_chapters import CELL_METADATA, NOTEBOOK_METADATA
+
+REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_first_code_cell_sets_up_devices_before_tensorflow(path):
+    setup = source(code_cells(load_notebook(path))[0])
+    assert "setup_devices(" in setup
+    before = setup.split("setup_devices(")[0]
+    assert "import tensorflow" not in before and "import keras" not in before
+    assert re.findall(r'repository = "(.*)"', setup) == [REPOSITORY_URL]
+    assert "!git clone --quiet --depth 1 {repository} " in setup
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_skeleton_parameters_and_ignored_outputs(path):
+    notebook = load_notebook(path)
+    markdown = "\n".join(source(c) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    assert "## Summary" in markdown and "## Exercises" in markdown
+    tagged = [c for c in code_cells(notebook) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1, "one cell tagged `parameters` holds the knobs"
+    knobs = {
+        name.id
+        for node in ast.parse(source(tagged[0])).body
+        if isinstance(node, ast.Assign)
+        for name in ast.walk(node.targets[0])
+        if isinstance(name, ast.Name)
+    }
+    other = OTHER_KNOBS.get(path.stem)  # the second "Run all" turns these (conftest.RunAllAgain)
+    assert other, f"give {path.stem} other knob values in tests/other_knobs.py"
+    assert set(other) <= knobs, f"{set(other) - knobs} are not knobs of {path.stem}"
+    for cell in code_cells(notebook):
+        lines = source(cell).splitlines() + [""]
+        for line, following in zip(lines, lines[1:]):
+            if "NBVAL_IGNORE_OUTPUT" in line:
+                assert line == "# NBVAL_IGNORE_OUTPUT", "nbval reads the marker only alone"
+                assert re.fullmatch(r"# why: \S.{10,}", following), "give the reason below it"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_notebooks_keep_only_what_the_book_needs(path):
+    """Only the allowed metadata (no execution timestamps, no editor state, no Python version),
+    and no stderr (TensorFlow's timestamped log lines, never shown): they change on every run
+    and are not content (`python -m tools.run_chapters` drops them).
+    The setup cell, the same in every chapter, is folded behind a toggle but still runs."""
+    notebook = load_notebook(path)
+    cells = code_cells(notebook)
+    assert set(notebook["metadata"]) <= set(NOTEBOOK_METADATA), "run tools.run_chapters"
+    assert "version" not in notebook["metadata"].get("language_info", {})
+    assert all(set(c["metadata"]) <= set(CELL_METADATA) for c in notebook["cells"])
+    streams = [o for c in cells for o in c["outputs"] if o["output_type"] == "stream"]
+    assert not [o for o in streams if o["name"] == "stderr" or "\r" in "".join(o["text"])], (
+        "stderr or progress-bar updates stored: run it with `python -m tools.run_chapters`"
+    )
+    assert "hide-input" in cells[0]["metadata"].get("tags", [])
+
+
+LONGEST_CODE_LINE = 88  # what the theme shows unscrolled (tests/test_rendered_book.py)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_code_lines_fit_the_page(path):
+    """Code lines, the setup cell's included, are at most LONGEST_CODE_LINE characters."""
+    long_lines = [
+        line
+        for cell in code_cells(load_notebook(path))
+        for line in "".join(cell["source"]).splitlines()
+        if len(line) > LONGEST_CODE_LINE
+    ]
+    assert not long_lines, long_lines
+
+
+# Where a printed line may run past the page: it quotes a library's own message as it is
+# (an exception, a warning, TensorFlow's log). Such lines wrap on the page like prose.
+QUOTED_MESSAGE = re.compile(r"\w(Error|Exception|Warning)\b|^INFO:tensorflow:|warned:")
+
+
+def printed_text(output) -> str:
+    return "".join(output.get("text") or output.get("data", {}).get("text/plain", ""))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_printed_lines_fit_the_page(path):
+    """Printed lines are at most LONGEST_CODE_LINE characters, so that tables and columns
+    keep their shape on the page; quoted library messages may be longer."""
+    long_lines = [
+        line
+        for cell in code_cells(load_notebook(path))
+        for output in cell["outputs"]
+        for line in printed_text(output).splitlines()
+        if len(line) > LONGEST_CODE_LINE and not QUOTED_MESSAGE.search(line)
+    ]
+    assert not long_lines, long_lines
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_outputs_come_from_one_clean_run(path):
+    cells = code_cells(load_notebook(path))
+    counts = [c["execution_count"] for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), "re-run the notebook top to bottom"
+    for cell in cells:
+        for output in cell["outputs"]:
+            assert output["output_type"] != "error", source(cell)[:80]

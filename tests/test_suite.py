@@ -1,0 +1,57 @@
+"""The suite itself: CI runs the README's command, GPU machines are recognised, temporary
+files stay in one folder, and every utils module has its test file."""
+
+import os
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.helpers import ROOT, count_nvidia_gpus, run_fresh, temporary_files_in_one_folder
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"<!-- test-command -->\s*```\w*\n(.+?)\n```", readme, re.S).group(1)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert command.strip() in ci
+    # the outputs were made with the default thread count and TensorFlow's own kernels; CI
+    # checks them under another thread count and oneDNN's kernels
+    assert "export TF_NUM_INTRAOP_THREADS=1 OMP_NUM_THREADS=1 TF_ENABLE_ONEDNN_OPTS=1" in ci
+
+
+class _Listing:
+    def __init__(self, returncode, stdout):
+        self.returncode, self.stdout = returncode, stdout
+
+
+@pytest.mark.parametrize(
+    "behaviour, expected",
+    [
+        (lambda *a, **k: _Listing(0, "GPU 0: Tesla T4 (UUID: x)\nGPU 1: Tesla T4 (UUID: y)\n"), 2),
+        (lambda *a, **k: _Listing(9, "NVIDIA-SMI has failed"), 0),
+        (lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError()), 0),
+    ],
+)
+def test_gpu_machines_are_detected_for_nbval_lax_mode(behaviour, expected):
+    assert count_nvidia_gpus(run=behaviour) == expected
+
+
+def test_the_suite_keeps_temporary_files_in_one_folder_it_removes(monkeypatch):
+    assert Path(os.environ["TMPDIR"]).name.startswith("book-tests-")  # set by conftest.py
+    monkeypatch.setenv("TMPDIR", os.environ["TMPDIR"])  # put back after this test
+    cleanups = []
+    folder = Path(temporary_files_in_one_folder(SimpleNamespace(add_cleanup=cleanups.append)))
+    made_by_a_child = Path(run_fresh("import tempfile; print(tempfile.mkdtemp())").stdout.strip())
+    assert made_by_a_child.parent == folder
+    for cleanup in cleanups:
+        cleanup()
+    assert not folder.exists()
+
+
+def test_every_utils_module_has_its_own_test_file():
+    """The tests mirror the package: utils/NAME.py is tested in tests/test_NAME.py."""
+    modules = {p.stem for p in (ROOT / "utils").glob("*.py") if p.stem != "__init__"}
+    missing = sorted(m for m in modules if not (ROOT / "tests" / f"test_{m}.py").exists())
+    assert not missing, f"no tests/test_<module>.py for: {missing}"
