@@ -33,7 +33,28 @@ ABSOLUTE = 1e-5
 SCIENTIFIC_FACTOR = 10.0
 
 # A number that is not part of a word or of a dotted version string such as 2.21.0.
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.]*\d)")
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.]*\d)")
+
+
+def printed_numbers(line: str) -> list[tuple[str, str]]:
+    """Each number printed in `line` with its kind: "integer", "zero" (a float that is exactly
+    0, such as 0e+00), "difference" (other scientific notation: the size of a difference
+    between two computations), "percent" (followed by %), or "decimal" (a loss, a mean)."""
+    found = []
+    for match in NUMBER.finditer(line):
+        token = match.group()
+        if not _is_float(token):
+            kind = "integer"
+        elif float(token) == 0:
+            kind = "zero"
+        elif "e" in token.lower():
+            kind = "difference"
+        elif line[match.end() : match.end() + 1] == "%":
+            kind = "percent"
+        else:
+            kind = "decimal"
+        found.append((token, kind))
+    return found
 
 
 def _is_float(token: str) -> bool:
@@ -71,11 +92,11 @@ def outputs_match(reference: str, actual: str) -> bool:
     the tolerance."""
     if reference == actual:
         return True
-    ref_text, act_text = _NUMBER.split(reference), _NUMBER.split(actual)
+    ref_text, act_text = NUMBER.split(reference), NUMBER.split(actual)
     if ref_text != act_text:
         return False
     return all(
-        numbers_match(r, a) for r, a in zip(_NUMBER.findall(reference), _NUMBER.findall(actual))
+        numbers_match(r, a) for r, a in zip(NUMBER.findall(reference), NUMBER.findall(actual))
     )
 
 

@@ -82,10 +82,6 @@ def test_quick_run_writes_rows_for_every_configuration(tmp_path):
     for row in rows:
         assert row["samples_per_s"] > 0 and row["step_ms"] > 0
         assert row["global_batch"] == 64 * row["replicas"]
-        assert (
-            abs(row["samples_per_s"] * row["step_ms"] / 1000 - row["global_batch"])
-            < 1e-6 * row["global_batch"] * 1000
-        )
     assert "per-sample cost" in result.stdout and "benchmark" in result.stderr  # table + progress
 
 
@@ -110,6 +106,7 @@ def test_configurations_take_turns_so_a_busy_spell_slows_them_alike(monkeypatch)
     names = [(0, "fit"), (0, "custom"), (2, "fit"), (2, "custom")]
     assert calls == [("warm-up", n) for n in names] + [("timed", n) for n in names] * 4
     assert {r.step_ms for r in results} == {1000.0}  # every median: blocks of 1, 3, 3, 1 s
+    assert {r.samples_per_s for r in results} == {8.0}  # 2 steps of 8 examples in 2 s
     assert format_table(results).count("1.00x") == 4
 
 
