@@ -9,7 +9,7 @@ writing it back, and compares every compared cell's output with the committed on
 nbval's masks (nbval_sanitize.cfg). Prints one tab-separated line per printed number that
 differs (label, chapter, cell, kind, committed, measured, the committed line) and one per
 line whose text differs. tests/output_policy.py's tolerances are calibrated from such runs
-(CONTRIBUTING.md, "What the outputs match means").
+(CONTRIBUTING.md, section "What the outputs match means").
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from tests.output_policy import NUMBER, printed_numbers
+from tools.run_chapters import keep_what_the_book_needs
 from utils.launch import REPOSITORY
 
 SKIPPED_TAGS = {"nbval-ignore-output", "nbval-skip", "raises-exception"}
@@ -69,6 +70,7 @@ def run(path: Path, knobs: str, timeout_s: int) -> nbformat.NotebookNode:
     ).execute()
     if knobs:
         del notebook.cells[at + 1]
+    keep_what_the_book_needs(notebook)  # as committed: progress bars in their last state
     return notebook
 
 

@@ -275,9 +275,9 @@ def straggler_worker(
     rank: int, world_size: int, out_dir: str, timeout_s: float, monitored: bool
 ) -> None:
     """Chapter 12's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
-    `dist.monitored_barrier`) that the last rank is too late for (it arrives after
-    `timeout_s + 1` seconds). Rank r writes `{"outcome": ..., "seconds": ...}` into
-    `out_dir/rank{r}.json`.
+    `dist.monitored_barrier`) that the last rank never joins: it is stuck until the other
+    ranks have reported (at most a minute). Rank r writes `{"outcome": ..., "seconds": ...}`
+    into `out_dir/rank{r}.json`.
     """
     dist.init_process_group(
         "gloo",
@@ -288,10 +288,13 @@ def straggler_worker(
     )
     start = time.perf_counter()
     try:
-        if rank == world_size - 1:
-            time.sleep(
-                timeout_s + 1
-            )  # stuck: a slow data loader, a deadlock, a breakpoint
+        if (
+            rank == world_size - 1
+        ):  # stuck: a slow data loader, a deadlock, a breakpoint
+            others = [Path(out_dir) / f"rank{r}.json" for r in range(world_size - 1)]
+            stuck_until = time.monotonic() + 60
+            while not all(map(Path.exists, others)) and time.monotonic() < stuck_until:
+                time.sleep(0.05)
             outcome = "was stuck, and never joined"
         elif monitored:
             dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s))
