@@ -48,7 +48,7 @@ def pytest_configure(config):
     The committed outputs come from the book's CPU machine. On GPUs the same code prints
     other device names and slightly different floating-point numbers, so there nbval runs
     in its lax mode: every cell still executes and every assertion in it is checked, but
-    only cells marked `# NBVAL_CHECK_OUTPUT` are compared. Set BOOK_NBVAL_STRICT=1 to
+    only cells tagged `nbval-check-output` are compared. Set BOOK_NBVAL_STRICT=1 to
     compare everything anyway.
     """
     temporary_files_in_one_folder(config)

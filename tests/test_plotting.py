@@ -1,6 +1,8 @@
-"""utils.plotting: one figure, a panel per metric."""
+"""utils.plotting: training curves, and one data-parallel step drawn from its values."""
 
-from utils.plotting import plot_curves
+import pytest
+
+from utils.plotting import draw_data_parallel_step, plot_curves
 
 
 def test_plot_curves_draws_one_line_per_run_and_panel_per_metric():
@@ -8,3 +10,15 @@ def test_plot_curves_draws_one_line_per_run_and_panel_per_metric():
     figure = plot_curves(histories, ["loss", "accuracy"], title="t")
     assert len(figure.axes) == 2
     assert all(len(axis.get_lines()) == 5 for axis in figure.axes)
+
+
+def test_a_data_parallel_step_has_a_column_per_device_and_one_all_reduce():
+    figure = draw_data_parallel_step(
+        [[0, 1], [2, 3], [4, 5]], [[0.1, 0.2]] * 3, [0.3, 0.6], [[0.9, 0.8]] * 3
+    )
+    texts = [t.get_text() for t in figure.axes[0].texts]
+    assert [t for t in texts if t.startswith("device")] == ["device 0", "device 1", "device 2"]
+    assert sum("all-reduce" in t for t in texts) == 1
+    assert "examples 4-5" in texts and "weights\n[0.900, 0.800]" in texts
+    with pytest.raises(ValueError, match="one entry per device"):
+        draw_data_parallel_step([[0]], [], [0.0], [[1.0]])

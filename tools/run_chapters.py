@@ -21,10 +21,11 @@ from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 # The metadata a chapter keeps, as tensorflow_docs' nbfmt does: what Jupyter and Colab need
-# to open it (kernel, language, Colab's GPU runtime) and the cell tags (`parameters`,
-# `hide-input`). The rest is an editor's state or says which machine ran the chapter.
+# to open it (kernel, language, Colab's GPU runtime), the cell tags (`parameters`,
+# `hide-input`, `nbval-ignore-output`) and why a cell's output is not compared. The rest is
+# an editor's state or says which machine ran the chapter.
 NOTEBOOK_METADATA = ("accelerator", "colab", "kernelspec", "language_info")
-CELL_METADATA = ("tags",)
+CELL_METADATA = ("tags", "why_not_compared")
 
 
 def keep_what_the_book_needs(notebook: nbformat.NotebookNode) -> None:

@@ -19,6 +19,7 @@ _HOMES = {
     "all_reduce_method": "utils.devices",
     "max_abs_difference": "utils.compare",
     "small_cnn": "utils.models",
+    "draw_data_parallel_step": "utils.plotting",
     "plot_curves": "utils.plotting",
     "median_time": "utils.timing",
     "printbar": "utils.timing",
