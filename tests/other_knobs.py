@@ -26,7 +26,11 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "INTERRUPT_STEP": 30,
     },
     "10_beyond_one_process": {"EXAMPLES": 512, "GLOBAL_BATCH": 128, "PER_PROCESS_BATCH": 64},
-    "11_splitting_the_batch": {"MULTIPLES": (1, 8), "EPOCHS": 1},  # BN_ knobs: a restart
+    "11_splitting_the_batch": {  # BN_ knobs: a restart
+        "MULTIPLES": (1, 8),
+        "EPOCHS": 1,
+        "PRECISION_EXAMPLES": 640,
+    },
     "12_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
