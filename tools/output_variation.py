@@ -22,10 +22,9 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 from tests.output_policy import NUMBER, printed_numbers
-from tools.run_chapters import keep_what_the_book_needs
+from tools.run_chapters import execute
 from utils.launch import REPOSITORY
 
 SKIPPED_TAGS = {"nbval-ignore-output", "nbval-skip", "raises-exception"}
@@ -62,15 +61,9 @@ def run(path: Path, knobs: str, timeout_s: int) -> nbformat.NotebookNode:
             i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", [])
         )
         notebook.cells.insert(at + 1, nbformat.v4.new_code_cell(knobs))
-    NotebookClient(
-        notebook,
-        timeout=timeout_s,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
+    execute(notebook, path.parent, timeout_s)  # trimmed as committed notebooks are
     if knobs:
         del notebook.cells[at + 1]
-    keep_what_the_book_needs(notebook)  # as committed: progress bars in their last state
     return notebook
 
 

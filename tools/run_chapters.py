@@ -47,17 +47,23 @@ def keep_what_the_book_needs(notebook: nbformat.NotebookNode) -> None:
     CoalesceStreamsPreprocessor().preprocess(notebook, {})
 
 
-def run_chapter(path: Path, timeout_s: int = 900) -> None:
-    """Execute the notebook at `path` in a fresh kernel and write it back, trimmed."""
-    notebook = nbformat.read(path, as_version=4)
+def execute(notebook: nbformat.NotebookNode, folder: Path, timeout_s: int = 900) -> None:
+    """Run every cell of `notebook` in a fresh kernel started in `folder`, in place, and
+    keep only what the book needs."""
     NotebookClient(
         notebook,
         timeout=timeout_s,
         kernel_name="python3",
         record_timing=False,
-        resources={"metadata": {"path": str(path.parent)}},
+        resources={"metadata": {"path": str(folder)}},
     ).execute()
     keep_what_the_book_needs(notebook)
+
+
+def run_chapter(path: Path, timeout_s: int = 900) -> None:
+    """Execute the notebook at `path` in a fresh kernel and write it back, trimmed."""
+    notebook = nbformat.read(path, as_version=4)
+    execute(notebook, path.parent, timeout_s)
     nbformat.write(notebook, path)
 
 
