@@ -25,13 +25,14 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "INTERRUPT_AT": (1, 5),
         "INTERRUPT_STEP": 30,
     },
-    "10_beyond_one_process": {"EXAMPLES": 512, "GLOBAL_BATCH": 128, "PER_PROCESS_BATCH": 64},
-    "11_splitting_the_batch": {  # BN_ knobs: a restart
+    "10_processes_and_machines": {"EXAMPLES": 512, "PER_PROCESS_BATCH": 64},
+    "11_tensorflow_and_keras_across_processes": {"EXAMPLES": 512, "GLOBAL_BATCH": 128},
+    "12_splitting_the_batch": {  # BN_ knobs: a restart
         "MULTIPLES": (1, 8),
         "EPOCHS": 1,
         "PRECISION_EXAMPLES": 640,
     },
-    "12_troubleshooting": {"GLOBAL_BATCH": 128},
+    "13_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

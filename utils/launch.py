@@ -1,4 +1,5 @@
-"""Starting training programs as separate processes, as `torchrun` and `TF_CONFIG` do (chapter 10).
+"""Starting training programs as separate processes, as torchrun and TF_CONFIG do
+(chapters 10 and 11).
 
 Every process is started in its own process group with its output in a file (a pipe that
 nobody reads can fill and stall it). `run_processes` waits for all of them, and on a failure
@@ -195,8 +196,9 @@ def gpu_per_process_environments(
     num_processes: int, gpu_count: int
 ) -> list[dict[str, str]]:
     """The `CUDA_VISIBLE_DEVICES` of each of `num_processes` programs started on this machine
-    that must not share a GPU (chapter 10's TensorFlow workers and torchrun agents): with a GPU
-    for each, process i sees only the i-th GPU this process sees (`visible_gpu_ids`);
+    that must not share a GPU (chapter 10's torchrun agents, chapter 11's TensorFlow
+    workers): with a GPU for each, process i sees only the i-th GPU this process sees
+    (`visible_gpu_ids`);
     otherwise none of them sees a GPU, and they run on the CPU."""
     check_int("gpu_per_process_environments: num_processes", num_processes)
     ids = visible_gpu_ids(gpu_count)
@@ -209,7 +211,7 @@ def gpu_per_process_environments(
 
 def jax_platform_environment(gpu_count: int) -> dict[str, str]:
     """The environment for a JAX program that trains data parallel on this machine's devices
-    (chapter 10): JAX's default with 2 or more GPUs (it uses them all), `JAX_PLATFORMS=cpu`
+    (chapter 11): JAX's default with 2 or more GPUs (it uses them all), `JAX_PLATFORMS=cpu`
     with 1 or none, so that the CPU devices the program asks XLA to simulate
     (`--xla_force_host_platform_device_count`) are the ones it computes on: on one GPU, a
     mesh would have one device and distribute nothing."""
