@@ -32,7 +32,13 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "EPOCHS": 1,
         "PRECISION_EXAMPLES": 640,
     },
-    "13_troubleshooting": {"GLOBAL_BATCH": 128},
+    "13_sharded_data_parallelism": {
+        "EXAMPLES": 256,
+        "GLOBAL_BATCH": 96,
+        "STEPS": 2,
+        "PROCESSES": 3,
+    },
+    "14_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

@@ -1,8 +1,15 @@
-"""utils.plotting: training curves, and one data-parallel step drawn from its values."""
+"""utils.plotting: training curves, and the pictures drawn from values a chapter computes."""
 
 import pytest
 
-from utils.plotting import draw_data_parallel_step, plot_curves
+from utils.plotting import (
+    draw_data_parallel_step,
+    draw_dp_and_ddp,
+    draw_mirrored_strategy,
+    draw_resume_timeline,
+    draw_torchrun_launch,
+    plot_curves,
+)
 
 
 def test_plot_curves_draws_one_line_per_run_and_panel_per_metric():
@@ -22,3 +29,86 @@ def test_a_data_parallel_step_has_a_column_per_device_and_one_all_reduce():
     assert "examples 4-5" in texts and "weights\n[0.900, 0.800]" in texts
     with pytest.raises(ValueError, match="one entry per device"):
         draw_data_parallel_step([[0]], [], [0.0], [[1.0]])
+
+
+def texts_of(figure):
+    return [t.get_text() for axis in figure.axes for t in axis.texts]
+
+
+def test_mirrored_strategy_shows_each_copy_each_replica_and_one_reduction():
+    figure = draw_mirrored_strategy(["CPU:0", "CPU:1"], [[0.1, 0.2], [0.1, 0.2]], [1.25, 1.5], 2.75)
+    texts = texts_of(figure)
+    assert {"CPU:0", "CPU:1"} <= set(texts)
+    assert texts.count("kernel[:2]\n[0.100, 0.200]") == 2
+    assert "replica 1: loss\n1.5000" in texts
+    assert sum("strategy.reduce(SUM)" in t and "2.7500" in t for t in texts) == 1
+    with pytest.raises(ValueError, match="one copy and one per-replica value"):
+        draw_mirrored_strategy(["CPU:0"], [[0.1]], [1.0, 2.0], 3.0)
+    with pytest.raises(ValueError, match="per device"):
+        draw_mirrored_strategy([], [], [], 0.0)
+
+
+def ddp_rank(rank):
+    return {"rank": rank, "pid": 100 + rank, "device": "cpu", "backend": "gloo", "batch": 32}
+
+
+def test_dp_and_ddp_show_one_process_beside_one_process_per_rank():
+    figure = draw_dp_and_ddp(7, [("cuda:0", 4), ("cuda:1", 3)], [ddp_rank(0), ddp_rank(1)])
+    texts = texts_of(figure)
+    assert "process 7" in texts and "process 100" in texts and "process 101" in texts
+    assert "scatter: a batch of 7 into 2 slices" in texts
+    assert any(t.startswith("gather on cuda:0") for t in texts)
+    assert "rank 1\ncpu (gloo)" in texts and texts.count("its own slice:\n32 examples") == 2
+    with pytest.raises(ValueError, match="at least one DataParallel slice"):
+        draw_dp_and_ddp(7, [], [ddp_rank(0)])
+    with pytest.raises(ValueError, match="keys backend, batch, device, pid, rank"):
+        draw_dp_and_ddp(7, [("cpu", 8)], [{"rank": 0}])
+
+
+def attempt(start, stop, checkpoints, interrupted):
+    return {"start": start, "stop": stop, "checkpoints": checkpoints, "interrupted": interrupted}
+
+
+def test_resume_timeline_marks_checkpoints_the_interruption_and_the_lost_steps():
+    figure = draw_resume_timeline(
+        [attempt(0, 50, [15, 30, 45], True), attempt(45, 80, [60, 75, 80], False)], 20
+    )
+    texts = texts_of(figure)
+    assert [t for t in texts if t.startswith("epoch")] == [f"epoch {e}" for e in range(4)]
+    assert "interrupted after step 50" in texts
+    assert "restore the checkpoint\nof step 45" in texts
+    legend = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert legend == ["checkpoint written", "interruption", "lost, redone: 5 steps"]
+    # resumed exactly where it stopped: nothing lost
+    figure = draw_resume_timeline(
+        [attempt(0, 30, [15, 30], True), attempt(30, 45, [45], False)], 15
+    )
+    legend = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert not any("lost" in name for name in legend)
+    with pytest.raises(ValueError, match="at least one attempt"):
+        draw_resume_timeline([], 10)
+    with pytest.raises(ValueError, match="checkpoints between them"):
+        draw_resume_timeline([attempt(0, 10, [20], False)], 10)
+    with pytest.raises(ValueError, match="starts after the one before"):
+        draw_resume_timeline([attempt(0, 10, [], True), attempt(20, 30, [], False)], 10)
+
+
+def test_torchrun_launch_draws_agents_workers_and_the_store():
+    agents = [
+        {"name": "node 0", "hosts_store": True, "workers": [(0, 0), (1, 1)]},
+        {"name": "node 1", "hosts_store": False, "workers": [(2, 0), (3, 1)]},
+    ]
+    figure = draw_torchrun_launch(agents, "127.0.0.1:29400")
+    texts = texts_of(figure)
+    assert "rendezvous store (c10d)\n127.0.0.1:29400" in texts
+    assert "node 0\ntorchrun agent, hosts the store" in texts
+    assert "node 1\ntorchrun agent" in texts
+    workers = [t for t in texts if t.startswith("worker process")]
+    assert workers[-1] == "worker process\nrank 3 / local rank 1" and len(workers) == 4
+    with pytest.raises(ValueError, match="at least one agent"):
+        draw_torchrun_launch([], "127.0.0.1:29400")
+    with pytest.raises(ValueError, match="exactly one agent must host"):
+        draw_torchrun_launch([{**a, "hosts_store": True} for a in agents], "h:1")
+    with pytest.raises(ValueError, match="ranks must be 0..N-1"):
+        broken = [agents[0], {**agents[1], "workers": [(1, 0), (3, 1)]}]
+        draw_torchrun_launch(broken, "h:1")

@@ -1,5 +1,5 @@
 """utils.pytorch_ddp: the sampler's batches, DDP on 2 CPU processes == one process, and
-run_ranks' errors. Chapter 13's straggler_worker and mismatch_worker are asserted in the
+run_ranks' errors. Chapter 14's straggler_worker and mismatch_worker are asserted in the
 chapter's own cells (under nbval, and again in its second run)."""
 
 import json

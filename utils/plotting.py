@@ -1,4 +1,5 @@
-"""Figures (chapters 2 and 3)."""
+"""Figures (chapters 2, 3, 7, 9 and 10): training curves, and pictures drawn from the values
+a chapter computes."""
 
 from __future__ import annotations
 
@@ -113,5 +114,390 @@ def draw_data_parallel_step(
             fontsize=10,
             weight="bold",
         )
+    figure.tight_layout()
+    return figure
+
+
+# Light face colours with a darker edge of the same hue: they read on the white card a figure
+# is drawn on, in the book's light theme and its dark one.
+_BLUE = {"facecolor": "#e8f0fa", "edgecolor": "#4a78b0"}  # a device, a process's work
+_ORANGE = {"facecolor": "#fbeede", "edgecolor": "#c07a2c"}  # a collective, a reduction
+_GREEN = {"facecolor": "#e6f4ea", "edgecolor": "#3c8c50"}  # a process, a checkpoint
+_RED = {"facecolor": "#fbe3e3", "edgecolor": "#b03a3a"}  # an interruption, lost work
+_GREY = {"facecolor": "#f0f0f0", "edgecolor": "#777777"}  # a store, a model copy
+_ARROW = {"arrowstyle": "->", "color": "#555555"}
+
+
+def _box(axis, x, y, text, colours, *, fontsize=9, weight="normal", **extra):
+    """A rounded text box centred on (x, y)."""
+    return axis.text(
+        x,
+        y,
+        text,
+        ha="center",
+        va="center",
+        fontsize=fontsize,
+        weight=weight,
+        bbox={"boxstyle": "round,pad=0.4", "linewidth": 1, **colours},
+        **extra,
+    )
+
+
+def _numbers(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
+
+
+def draw_mirrored_strategy(
+    devices: Sequence[str],
+    copies: Sequence[Sequence[float]],
+    per_replica: Sequence[float],
+    reduced: float,
+    *,
+    variable: str = "kernel",
+    value: str = "loss",
+    reduction: str = "SUM",
+):
+    """`MirroredStrategy`'s three pieces as they ran, one column per device; returns the
+    figure.
+
+    Introduced in chapter 3. `devices[d]` names device d, `copies[d]` holds the first few
+    values of `variable`'s copy on it (`variable.values`), `per_replica[d]` the `value`
+    replica d computed from its slice in `strategy.run` (`experimental_local_results`),
+    and `reduced` the one value `strategy.reduce(reduction, ...)` gave back.
+    """
+    if not len(devices) == len(copies) == len(per_replica) >= 1:
+        raise ValueError(
+            "draw_mirrored_strategy: give one device name, one copy and one per-replica "
+            "value per device."
+        )
+    n = len(devices)
+    figure, axis = plt.subplots(figsize=(2.9 * n + 1.8, 4.2))
+    axis.set(xlim=(0, n), ylim=(0, 4.2))
+    axis.axis("off")
+    rows = [  # (height, label, colours, the text in each device's box)
+        (
+            3.2,
+            f"1. mirrored variable:\none copy of {variable}\nper device",
+            _BLUE,
+            [f"{variable}[:{len(c)}]\n{_numbers(c)}" for c in copies],
+        ),
+        (
+            1.95,
+            f"2. strategy.run:\neach replica's {value}\nfrom its slice",
+            _BLUE,
+            [f"replica {d}: {value}\n{v:.4f}" for d, v in enumerate(per_replica)],
+        ),
+    ]
+    for height, label, colours, texts in rows:
+        axis.text(-0.08, height, label, ha="right", va="center", fontsize=9)
+        for device, text in enumerate(texts):
+            _box(axis, device + 0.5, height, text, colours)
+    _box(
+        axis,
+        n / 2,
+        0.55,
+        f"3. strategy.reduce({reduction}): one {value}, {reduced:.4f}",
+        _ORANGE,
+    )
+    axis.text(-0.08, 0.55, "one value\nback", ha="right", va="center", fontsize=9)
+    for device, name in enumerate(devices):
+        x = device + 0.5
+        axis.annotate("", xy=(x, 2.35), xytext=(x, 2.8), arrowprops=_ARROW)
+        axis.annotate("", xy=(n / 2, 0.85), xytext=(x, 1.6), arrowprops=_ARROW)
+        axis.text(x, 4.0, name, ha="center", va="center", fontsize=10, weight="bold")
+    figure.tight_layout()
+    return figure
+
+
+def draw_dp_and_ddp(
+    dp_pid: int,
+    dp_slices: Sequence[tuple[str, int]],
+    ddp_ranks: Sequence[Mapping[str, object]],
+):
+    """`nn.DataParallel`'s one process beside `DistributedDataParallel`'s one process per
+    device; returns the figure.
+
+    Introduced in chapter 7. `dp_pid` is the process that ran DataParallel, `dp_slices`
+    one `(device, examples)` pair per device its scatter feeds (device 0 first), and
+    `ddp_ranks` one mapping per DDP process with its `rank`, `pid`, `device`, `backend`
+    and `batch` (the examples it takes per step).
+    """
+    if not dp_slices or not ddp_ranks:
+        raise ValueError(
+            "draw_dp_and_ddp: give at least one DataParallel slice and one DDP rank."
+        )
+    keys = {"rank", "pid", "device", "backend", "batch"}
+    if any(not keys <= set(rank) for rank in ddp_ranks):
+        raise ValueError(
+            "draw_dp_and_ddp: give each DDP rank as a mapping with keys "
+            + ", ".join(sorted(keys))
+            + "."
+        )
+    n, m = len(dp_slices), len(ddp_ranks)
+    figure, (left, right) = plt.subplots(
+        1, 2, figsize=(2.3 * (n + m) + 1.6, 5.0), width_ratios=[n + 0.4, m + 0.4]
+    )
+    for axis, width in ((left, n), (right, m)):
+        axis.set(xlim=(-0.2, width + 0.2), ylim=(0, 5))
+        axis.axis("off")
+    total = sum(examples for _, examples in dp_slices)
+
+    # DataParallel: one process, one thread per device, everything returns to device 0.
+    left.set_title("nn.DataParallel: one process", fontsize=10, weight="bold")
+    left.add_patch(
+        plt.Rectangle((-0.15, 0.05), n + 0.3, 4.7, fill=False, ec="#3c8c50", lw=1.2)
+    )
+    left.text(0.0, 4.55, f"process {dp_pid}", fontsize=9, va="center", color="#3c8c50")
+    _box(left, n / 2, 4.0, f"scatter: a batch of {total} into {n} slices", _ORANGE)
+    for device, (name, examples) in enumerate(dp_slices):
+        x = device + 0.5
+        left.annotate("", xy=(x, 3.2), xytext=(n / 2, 3.75), arrowprops=_ARROW)
+        _box(
+            left,
+            x,
+            2.6,
+            f"thread {device}\n{name}\nreplicated model\nforward: {examples} examples",
+            _BLUE,
+        )
+        left.annotate("", xy=(n / 2, 1.45), xytext=(x, 2.0), arrowprops=_ARROW)
+    _box(
+        left,
+        n / 2,
+        0.85,
+        f"gather on {dp_slices[0][0]}: the loss,\nbackward into its weights",
+        _ORANGE,
+    )
+
+    # DDP: one process per device, each with its own model copy and slice.
+    right.set_title(
+        "DistributedDataParallel: one process per device", fontsize=10, weight="bold"
+    )
+    for column, rank in enumerate(ddp_ranks):
+        x = column + 0.5
+        right.add_patch(
+            plt.Rectangle(
+                (column + 0.05, 1.45), 0.9, 3.3, fill=False, ec="#3c8c50", lw=1.2
+            )
+        )
+        right.text(
+            x, 4.5, f"process {rank['pid']}", ha="center", fontsize=9, color="#3c8c50"
+        )
+        _box(
+            right,
+            x,
+            3.75,
+            f"rank {rank['rank']}\n{rank['device']} ({rank['backend']})",
+            _BLUE,
+        )
+        _box(right, x, 2.95, "its own\nmodel copy", _GREY)
+        _box(right, x, 2.1, f"its own slice:\n{rank['batch']} examples", _BLUE)
+        right.annotate("", xy=(x, 1.15), xytext=(x, 1.65), arrowprops=_ARROW)
+    _box(
+        right,
+        m / 2,
+        0.75,
+        "all-reduce of the gradients\nduring backward (average)",
+        _ORANGE,
+    )
+    figure.tight_layout()
+    return figure
+
+
+def draw_resume_timeline(
+    attempts: Sequence[Mapping[str, object]], steps_per_epoch: int
+):
+    """A training that was interrupted and resumed, on a time axis counted in steps;
+    returns the figure.
+
+    Introduced in chapter 9. `attempts` holds one mapping per attempt, in order: its
+    `start` and `stop` step, the steps after which it wrote a `checkpoints`, and whether
+    it was `interrupted`. A later attempt starts where the earlier one's last checkpoint
+    left it; the steps between that checkpoint and the interruption are drawn as lost
+    (done again by the next attempt). Dotted lines mark the epochs, `steps_per_epoch` each.
+    """
+    if not attempts or steps_per_epoch < 1:
+        raise ValueError(
+            "draw_resume_timeline: give at least one attempt and steps_per_epoch >= 1."
+        )
+    for number, attempt in enumerate(attempts):
+        start, stop = attempt["start"], attempt["stop"]
+        if not 0 <= start <= stop or not all(
+            start <= c <= stop for c in attempt["checkpoints"]
+        ):
+            raise ValueError(
+                f"draw_resume_timeline: attempt {number + 1} needs 0 <= start <= stop "
+                "and its checkpoints between them."
+            )
+        if number and start > attempts[number - 1]["stop"]:
+            raise ValueError(
+                f"draw_resume_timeline: attempt {number + 1} starts after the one before "
+                "it stopped; a resumed run starts at or before that point."
+            )
+    end = max(attempt["stop"] for attempt in attempts)
+    rows = len(attempts)
+    figure, axis = plt.subplots(figsize=(9, 1.1 * rows + 1.5))
+    axis.set(xlim=(-0.02 * end, end * 1.02), ylim=(-0.7, rows - 0.2))
+    for boundary in range(0, end + 1, steps_per_epoch):
+        axis.axvline(boundary, color="#999999", linestyle=":", linewidth=1)
+        if boundary < end:
+            axis.text(
+                boundary + steps_per_epoch / 2,
+                rows - 0.35,
+                f"epoch {boundary // steps_per_epoch}",
+                ha="center",
+                fontsize=9,
+                color="#555555",
+            )
+    for number, attempt in enumerate(attempts):
+        y = rows - 1 - number
+        start, stop = attempt["start"], attempt["stop"]
+        axis.barh(y, stop - start, left=start, height=0.36, linewidth=1, **_BLUE)
+        checkpoints = list(attempt["checkpoints"])
+        axis.plot(
+            checkpoints,
+            [y] * len(checkpoints),
+            "D",
+            color="#3c8c50",
+            markersize=7,
+            label="checkpoint written" if number == 0 else None,
+        )
+        for step in checkpoints:
+            axis.text(step, y + 0.28, str(step), ha="center", fontsize=9)
+        if attempt["interrupted"]:
+            axis.plot(
+                stop,
+                y,
+                "X",
+                color="#b03a3a",
+                markersize=11,
+                label="interruption",
+            )
+            axis.text(
+                stop + 0.015 * end,
+                y - 0.3,
+                f"interrupted after step {stop}",
+                ha="left",
+                va="center",
+                fontsize=9,
+                color="#b03a3a",
+            )
+        if number + 1 < rows:
+            resumed = attempts[number + 1]["start"]
+            if resumed < stop:  # the work between the checkpoint and the crash is lost
+                axis.barh(
+                    y,
+                    stop - resumed,
+                    left=resumed,
+                    height=0.36,
+                    hatch="///",
+                    linewidth=1,
+                    label=f"lost, redone: {stop - resumed} steps",
+                    **_RED,
+                )
+            axis.annotate(
+                "", xy=(resumed, y - 0.8), xytext=(resumed, y - 0.2), arrowprops=_ARROW
+            )
+            axis.text(
+                resumed - 0.01 * end,
+                y - 0.5,
+                f"restore the checkpoint\nof step {resumed}",
+                ha="right",
+                va="center",
+                fontsize=9,
+            )
+    labels = [f"attempt {n + 1}" + (" (resumed)" if n else "") for n in range(rows)]
+    axis.set_yticks(range(rows - 1, -1, -1), labels, fontsize=9)
+    axis.set_xlabel("step (batches trained)", fontsize=9)
+    axis.tick_params(axis="x", labelsize=9)
+    for side in ("top", "right", "left"):
+        axis.spines[side].set_visible(False)
+    handles, names = axis.get_legend_handles_labels()
+    unique = dict(zip(names, handles))
+    axis.legend(
+        unique.values(),
+        unique.keys(),
+        fontsize=9,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.25 if rows > 1 else -0.4),
+        ncol=3,
+        frameon=False,
+    )
+    figure.tight_layout()
+    return figure
+
+
+def draw_torchrun_launch(agents: Sequence[Mapping[str, object]], endpoint: str):
+    """torchrun's processes: one agent per machine, each starting its worker processes,
+    and the rendezvous store the agents meet at; returns the figure.
+
+    Introduced in chapter 10. `agents` holds one mapping per torchrun agent: its `name`
+    ("node 0"), whether it `hosts_store` (exactly one does), and its `workers` as
+    `(rank, local_rank)` pairs; the ranks of all workers together are 0..N-1, each once.
+    `endpoint` is the store's address, as given to `--rdzv-endpoint` ("127.0.0.1:29400").
+    """
+    if not agents:
+        raise ValueError("draw_torchrun_launch: give at least one agent.")
+    hosts = [i for i, agent in enumerate(agents) if agent.get("hosts_store")]
+    if len(hosts) != 1:
+        raise ValueError(
+            "draw_torchrun_launch: exactly one agent must host the rendezvous store "
+            f"(hosts_store=True); {len(hosts)} do."
+        )
+    ranks = sorted(rank for agent in agents for rank, _ in agent["workers"])
+    if ranks != list(range(len(ranks))):
+        raise ValueError(
+            f"draw_torchrun_launch: the workers' ranks must be 0..N-1, each once; got {ranks}."
+        )
+    host = hosts[0]
+    most = max(len(agent["workers"]) for agent in agents)
+    height = 0.75 * most + 2.2
+    figure, axis = plt.subplots(figsize=(2.8 * len(agents) + 0.6, height * 0.9 + 0.4))
+    axis.set(xlim=(-0.1, len(agents) + 0.1), ylim=(0, height))
+    axis.axis("off")
+    store_y = height - 0.45
+    _box(axis, host + 0.5, store_y, f"rendezvous store (c10d)\n{endpoint}", _ORANGE)
+    for column, agent in enumerate(agents):
+        top = height - 1.1
+        axis.add_patch(
+            plt.Rectangle(
+                (column + 0.06, 0.1), 0.88, top - 0.1, fill=False, ec="#3c8c50", lw=1.2
+            )
+        )
+        role = "torchrun agent, hosts the store" if column == host else "torchrun agent"
+        axis.text(
+            column + 0.5,
+            top - 0.35,
+            f"{agent['name']}\n{role}",
+            ha="center",
+            va="center",
+            fontsize=9,
+            weight="bold",
+            color="#2d6b3d",
+        )
+        for row, (rank, local_rank) in enumerate(sorted(agent["workers"])):
+            _box(
+                axis,
+                column + 0.5,
+                top - 1.1 - 0.75 * row,
+                f"worker process\nrank {rank} / local rank {local_rank}",
+                _BLUE,
+            )
+        if column == host:
+            axis.annotate(
+                "",
+                xy=(column + 0.5, store_y - 0.3),
+                xytext=(column + 0.5, top),
+                arrowprops={**_ARROW, "arrowstyle": "-"},
+            )
+        else:
+            axis.annotate(
+                "",
+                xy=(host + 0.5 + (0.25 if column > host else -0.25), store_y - 0.2),
+                xytext=(column + 0.5, top),
+                arrowprops={
+                    **_ARROW,
+                    "connectionstyle": f"arc3,rad={0.15 if column > host else -0.15}",
+                },
+            )
     figure.tight_layout()
     return figure

@@ -1,6 +1,6 @@
 """PyTorch counterparts for the comparison chapter (chapter 7): the same small CNN, the
 batches `DistributedSampler` gives each rank, where a DDP process trains (`ddp_device`), and
-a DistributedDataParallel worker (with gradient accumulation, chapter 12); and chapter 13's
+a DistributedDataParallel worker (with gradient accumulation, chapter 12); and chapter 14's
 launcher that cannot hang (`run_ranks`) with its failing workers.
 
 The workers live in this importable module because `torch.multiprocessing.spawn` (and
@@ -247,7 +247,7 @@ def run_ranks(
     """Run `fn(rank, *args)` in `world_size` new Python processes and return each rank's
     output, waiting at most `timeout_s` seconds.
 
-    Introduced in chapter 13. Unlike a bare `mp.spawn(..., join=True)`, a hung group cannot
+    Introduced in chapter 14. Unlike a bare `mp.spawn(..., join=True)`, a hung group cannot
     hang the caller: the ranks are started by `utils.launch.run_processes`, which at the
     deadline kills every rank still running and raises a TimeoutError naming them, and
     when a rank fails stops the others and raises a RuntimeError with the rank's error.
@@ -274,7 +274,7 @@ def run_ranks(
 def straggler_worker(
     rank: int, world_size: int, out_dir: str, timeout_s: float, monitored: bool
 ) -> None:
-    """Chapter 13's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
+    """Chapter 14's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
     `dist.monitored_barrier`) that the last rank never joins: it is stuck until the other
     ranks have reported (at most a minute). Rank r writes `{"outcome": ..., "seconds": ...}`
     into `out_dir/rank{r}.json`.
@@ -314,7 +314,7 @@ def straggler_worker(
 
 
 def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
-    """Chapter 13's collective mismatch: each rank all-reduces a tensor of another length,
+    """Chapter 14's collective mismatch: each rank all-reduces a tensor of another length,
     with `TORCH_DISTRIBUTED_DEBUG=DETAIL`, which checks the ranks agree before running it.
     Rank r writes the first line of its error into `out_dir/rank{r}.txt`."""
     os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"  # as if set before Python started:

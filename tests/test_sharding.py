@@ -1,0 +1,109 @@
+"""utils.sharding: ZeRO's memory arithmetic, the batches, the collectives the profiler
+records, ZeRO-1 by hand and FSDP2 on 2 CPU processes == one process, a sharded checkpoint
+restored on 3 processes, and what recomputing activations saves."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from utils import load_mnist_subset
+from utils.launch import free_ports
+from utils.pytorch_ddp import run_ranks, to_tensors
+from utils.sharding import (
+    SHARDED,
+    bytes_per_device,
+    collectives,
+    fsdp_restore_worker,
+    fsdp_worker,
+    rank_part,
+    save_data,
+    saved_activations_and_flops,
+    step_batches,
+    train_adam_one_process,
+    zero1_worker,
+)
+
+
+def test_each_stage_splits_one_more_kind_of_state():
+    totals = [sum(bytes_per_device(1000, 4, stage).values()) for stage in SHARDED]
+    assert totals == [16_000, 4000 + 12_000 / 4, 2000 + 14_000 / 4, 16_000 / 4]
+    assert bytes_per_device(1000, 1, "ZeRO-3 / FSDP") == bytes_per_device(1000, 1, "replicated")
+
+
+@pytest.mark.parametrize(
+    "parameters, devices, stage, message",
+    [
+        (1000, 4, "ZeRO-4", "is not one of replicated"),
+        (1000, 0, "ZeRO-1", "devices"),
+        (0, 2, "ZeRO-1", "parameters"),
+    ],
+)
+def test_bad_arguments_to_the_arithmetic_are_refused(parameters, devices, stage, message):
+    with pytest.raises(ValueError, match=message):
+        bytes_per_device(parameters, devices, stage)
+
+
+def test_batches_are_consecutive_and_split_equally():
+    batches = step_batches(10, 4, 2)
+    assert [b.tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert rank_part(batches[1], 1, 2).tolist() == [6, 7]
+    with pytest.raises(ValueError, match="need 12 examples, and there are 10"):
+        step_batches(10, 4, 3)
+    with pytest.raises(ValueError, match="does not split into 3 equal parts"):
+        rank_part(batches[0], 0, 3)
+
+
+def test_collectives_are_read_with_the_size_of_the_whole_tensor():
+    def event(name, *shapes):
+        return SimpleNamespace(name=name, input_shapes=list(shapes))
+
+    events = [
+        event("c10d::_allgather_base_", [8], [4], []),
+        event("gloo:all_gather", [4]),
+        event("c10d::_reduce_scatter_base_", [4], [8], []),
+        event("gloo:all_reduce", [8]),  # gloo's work inside the reduce-scatter
+        event("c10d::allreduce_", [], []),
+        event("gloo:all_reduce", [12]),
+    ]
+    assert collectives(events) == [
+        ("all-gather", 8),
+        ("reduce-scatter", 8),
+        ("all-reduce", 12),
+    ]
+
+
+def test_recomputing_saves_activations_for_more_operations():
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8)) for _ in range(3)]
+    x = torch.randn(4, 8)
+    stored = saved_activations_and_flops(blocks, x, recompute=False)
+    recomputed = saved_activations_and_flops(blocks, x, recompute=True)
+    assert recomputed[0] < stored[0] and recomputed[1] > stored[1]
+    assert all(torch.equal(a, b) for a, b in zip(stored[2], recomputed[2]))
+    with pytest.raises(ValueError, match="at least one block"):
+        saved_activations_and_flops([], x, recompute=True)
+
+
+def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path):
+    (x, y), _ = load_mnist_subset()
+    digits = to_tensors(x[:128], y[:128])
+    digits = torch.utils.data.TensorDataset(digits.tensors[0].double(), digits.tensors[1])
+    data_file = save_data(digits, tmp_path / "digits.pt")
+    arguments = (data_file, str(tmp_path), 32, 2, 1e-3, 0)
+    reference = list(
+        train_adam_one_process(digits, global_batch=32, steps=2, lr=1e-3, seed=0)
+        .state_dict()
+        .values()
+    )
+    run_ranks(zero1_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
+    run_ranks(fsdp_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
+    run_ranks(fsdp_restore_worker, 3, (3, free_ports(1)[0], str(tmp_path), 0), timeout_s=120)
+    for name in ("zero1.pt", "fsdp.pt", "restored3.pt"):
+        weights = torch.load(tmp_path / name).values()
+        assert max((w - r).abs().max().item() for w, r in zip(weights, reference)) < 1e-12
+    held = json.loads((tmp_path / "fsdp_rank1.json").read_text())
+    assert held["weights"] < held["whole model"] and held["gradients"] == held["weights"]
+    assert held["optimizer state"] == 2 * held["weights"]  # Adam's two moments
