@@ -38,7 +38,13 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "STEPS": 2,
         "PROCESSES": 3,
     },
-    "14_troubleshooting": {"GLOBAL_BATCH": 128},
+    "14_inside_one_step": {
+        "EXAMPLES": 192,
+        "GLOBAL_BATCH": 32,
+        "STEPS": 4,
+        "MESSAGE_BYTES": [4096, 65536],
+    },
+    "15_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

@@ -28,3 +28,8 @@ def test_a_layout_for_a_missing_variable_is_an_error_that_says_what_to_write():
         ValueError, match=r"\['dense/kernel'\] match no variable.*'\.\*hidden/kernel'"
     ):
         check_layout_map(layout_map("dense/kernel"), PATHS)
+
+
+def test_no_paths_is_an_error_that_says_what_to_give():
+    with pytest.raises(ValueError, match="give the paths"):
+        check_layout_map(layout_map(".*kernel"), [])

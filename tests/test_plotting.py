@@ -9,6 +9,7 @@ from utils.plotting import (
     draw_resume_timeline,
     draw_torchrun_launch,
     plot_curves,
+    plot_step_timeline,
 )
 
 
@@ -112,3 +113,13 @@ def test_torchrun_launch_draws_agents_workers_and_the_store():
     with pytest.raises(ValueError, match="ranks must be 0..N-1"):
         broken = [agents[0], {**agents[1], "workers": [(1, 0), (3, 1)]}]
         draw_torchrun_launch(broken, "h:1")
+
+
+def test_step_timeline_has_three_lanes_per_process():
+    timeline = {"step": [[0, 10]], "backward": [[5, 3]], "all-reduce": [[6, 2]]}
+    figure = plot_step_timeline([timeline, timeline])
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert labels[:3] == ["rank 0: step", "rank 0: backward", "rank 0: all-reduce"]
+    assert len(labels) == 6
+    with pytest.raises(ValueError, match="each with"):
+        plot_step_timeline([{"step": []}])

@@ -11,7 +11,7 @@ from torch import nn
 
 from utils import load_mnist_subset
 from utils.launch import free_ports
-from utils.pytorch_ddp import run_ranks, to_tensors
+from utils.pytorch_ddp import run_ranks, save_data, to_tensors
 from utils.sharding import (
     SHARDED,
     bytes_per_device,
@@ -19,7 +19,6 @@ from utils.sharding import (
     fsdp_restore_worker,
     fsdp_worker,
     rank_part,
-    save_data,
     saved_activations_and_flops,
     step_batches,
     train_adam_one_process,

@@ -2,8 +2,8 @@
 (utils.devices.all_reduce_method's are checked in tests/test_devices.py)."""
 
 
-def test_the_private_auto_shard_rewrite_chapter_14_uses_still_exists():
-    """Chapter 14 applies TensorFlow's own per-worker rewrite; a release that moves it fails
+def test_the_private_auto_shard_rewrite_chapter_15_uses_still_exists():
+    """Chapter 15 applies TensorFlow's own per-worker rewrite; a release that moves it fails
     here."""
     import tensorflow as tf
     from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset

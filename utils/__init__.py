@@ -24,6 +24,7 @@ _HOMES = {
     "draw_mirrored_strategy": "utils.plotting",
     "draw_resume_timeline": "utils.plotting",
     "draw_torchrun_launch": "utils.plotting",
+    "plot_step_timeline": "utils.plotting",
     "plot_curves": "utils.plotting",
     "median_time": "utils.timing",
     "printbar": "utils.timing",

@@ -20,6 +20,8 @@ def check_layout_map(layout_map, paths: Iterable[str]) -> None:
     """Raise a ValueError naming the keys of `layout_map` that match no variable path.
     Introduced in chapter 13."""
     paths = list(paths)
+    if not paths:
+        raise ValueError("check_layout_map: give the paths of the model's variables.")
     unmatched = unmatched_layout_keys(layout_map, paths)
     if unmatched:
         raise ValueError(

@@ -501,3 +501,35 @@ def draw_torchrun_launch(agents: Sequence[Mapping[str, object]], endpoint: str):
             )
     figure.tight_layout()
     return figure
+
+
+def plot_step_timeline(timelines: Sequence[Mapping[str, Sequence[Sequence[float]]]]):
+    """A few DDP steps on one time axis, one row per process: the steps, the backward
+    computations and the all-reduces, each as (start, duration) in ms; returns the figure.
+
+    Introduced in chapter 14. `timelines[r]` holds rank r's "step", "backward" and
+    "all-reduce" intervals, as `utils.ddp_step.timeline_worker` writes them.
+    """
+    lanes = ("step", "backward", "all-reduce")
+    if not timelines or any(set(lanes) - set(t) for t in timelines):
+        raise ValueError(
+            f"plot_step_timeline: give one mapping per process, each with {lanes}."
+        )
+    colours = {"step": "#d9d9d9", "backward": "#4a78b0", "all-reduce": "#c07a2c"}
+    figure, axis = plt.subplots(figsize=(11, 1.1 + 0.9 * len(timelines)))
+    ticks = []
+    for rank, timeline in enumerate(timelines):
+        for offset, lane in enumerate(lanes):
+            y = rank * 3 + offset  # from the top, once the axis is inverted
+            axis.broken_barh(
+                [tuple(interval) for interval in timeline[lane]],
+                (y - 0.4, 0.8),
+                facecolors=colours[lane],
+            )
+            ticks.append((y, f"rank {rank}: {lane}"))
+    axis.set_yticks([y for y, _ in ticks], [label for _, label in ticks], fontsize=8)
+    axis.invert_yaxis()  # rank 0 on top
+    axis.set_xlabel("ms since the first profiled step began")
+    axis.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    return figure

@@ -1,6 +1,6 @@
 """PyTorch counterparts for the comparison chapter (chapter 7): the same small CNN, the
 batches `DistributedSampler` gives each rank, where a DDP process trains (`ddp_device`), and
-a DistributedDataParallel worker (with gradient accumulation, chapter 12); and chapter 14's
+a DistributedDataParallel worker (with gradient accumulation, chapter 12); and chapter 15's
 launcher that cannot hang (`run_ranks`) with its failing workers.
 
 The workers live in this importable module because `torch.multiprocessing.spawn` (and
@@ -234,6 +234,36 @@ def ddp_worker(
         dist.destroy_process_group()
 
 
+def save_data(data: TensorDataset, path: str | Path) -> str:
+    """Write the images and labels for the workers to read (a process's arguments cannot
+    hold a dataset); returns the path. Introduced in chapter 13."""
+    torch.save(data.tensors, path)
+    return str(path)
+
+
+def load_data(data_file: str) -> TensorDataset:
+    """What `save_data` wrote. Introduced in chapter 13."""
+    return TensorDataset(*torch.load(data_file))
+
+
+def join_process_group(rank: int, world_size: int, port: int) -> torch.device:
+    """Join the process group through a store on this machine's `port`, hosted by rank 0,
+    and return this process's device: a GPU each and NCCL when there are enough, else the
+    CPU and gloo (`ddp_device`). Introduced in chapter 13."""
+    device, backend = ddp_device(rank, world_size)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads(1)  # the processes share the cores
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+    )
+    return device
+
+
 _RUN_RANK = (
     "import base64, pickle, sys; "
     "fn, args = pickle.loads(base64.b64decode(sys.argv[1])); "
@@ -247,12 +277,12 @@ def run_ranks(
     """Run `fn(rank, *args)` in `world_size` new Python processes and return each rank's
     output, waiting at most `timeout_s` seconds.
 
-    Introduced in chapter 14. Unlike a bare `mp.spawn(..., join=True)`, a hung group cannot
-    hang the caller: the ranks are started by `utils.launch.run_processes`, which at the
-    deadline kills every rank still running and raises a TimeoutError naming them, and
-    when a rank fails stops the others and raises a RuntimeError with the rank's error.
-    As with `spawn`, `fn` must be importable: defined in a .py file, not in a notebook.
-    """
+    Introduced in chapter 13 (chapter 15 shows the hang it guards against). Unlike a
+    bare `mp.spawn(..., join=True)`, a hung group cannot hang the caller: the ranks are
+    started by `utils.launch.run_processes`, which at the deadline kills every rank
+    still running and raises a TimeoutError naming them, and when a rank fails stops the
+    others and raises a RuntimeError with the rank's error. As with `spawn`, `fn` must
+    be importable: defined in a .py file, not in a notebook."""
     check_int("run_ranks: world_size", world_size)
     if getattr(fn, "__module__", "__main__") == "__main__":
         raise ValueError(
@@ -274,7 +304,7 @@ def run_ranks(
 def straggler_worker(
     rank: int, world_size: int, out_dir: str, timeout_s: float, monitored: bool
 ) -> None:
-    """Chapter 14's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
+    """Chapter 15's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
     `dist.monitored_barrier`) that the last rank never joins: it is stuck until the other
     ranks have reported (at most a minute). Rank r writes `{"outcome": ..., "seconds": ...}`
     into `out_dir/rank{r}.json`.
@@ -314,7 +344,7 @@ def straggler_worker(
 
 
 def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
-    """Chapter 14's collective mismatch: each rank all-reduces a tensor of another length,
+    """Chapter 15's collective mismatch: each rank all-reduces a tensor of another length,
     with `TORCH_DISTRIBUTED_DEBUG=DETAIL`, which checks the ranks agree before running it.
     Rank r writes the first line of its error into `out_dir/rank{r}.txt`."""
     os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"  # as if set before Python started:

@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from utils.checks import check_int
-from utils.pytorch_ddp import ddp_device, make_model
+from utils.pytorch_ddp import join_process_group, load_data, make_model
 
 #: What each device keeps, from ZeRO's paper (Rajbhandari et al., 2020): mixed-precision Adam
 #: holds 16-bit weights and gradients (2 bytes each per parameter) and, in float32, a master
@@ -107,34 +107,6 @@ def train_adam_one_process(
     return model
 
 
-def save_data(data: TensorDataset, path: str | Path) -> str:
-    """Write the images and labels for the workers to read (a process's arguments cannot
-    hold a dataset); returns the path. Introduced in chapter 13."""
-    torch.save(data.tensors, path)
-    return str(path)
-
-
-def _load(data_file: str) -> TensorDataset:
-    return TensorDataset(*torch.load(data_file))
-
-
-def _start(rank: int, world_size: int, port: int) -> torch.device:
-    """Join the process group through a store on this machine's `port`, hosted by rank 0
-    (a GPU and NCCL each when there are enough, else the CPU and gloo)."""
-    device, backend = ddp_device(rank, world_size)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    else:
-        torch.set_num_threads(1)  # the processes share the cores
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-    )
-    return device
-
-
 def _state_elements(optimizer: torch.optim.Optimizer) -> int:
     """The elements of the optimizer's per-parameter tensors on this process (Adam's two
     moments; the step counters are scalars and left out)."""
@@ -169,8 +141,8 @@ def zero1_worker(
     Introduced in chapter 13. Rank 0 writes `zero1.pt` (the weights) and each rank
     `zero1_rank{r}.json` (the elements of weights and optimizer state it holds).
     """
-    out, data = Path(out_dir), _load(data_file)
-    device = _start(rank, world_size, port)
+    out, data = Path(out_dir), load_data(data_file)
+    device = join_process_group(rank, world_size, port)
     try:
         model = make_model(seed, torch.float64).to(device)
         weights = list(model.parameters())
@@ -191,7 +163,7 @@ def zero1_worker(
             mine.grad = gradient[rank * size : (rank + 1) * size] / world_size
             optimizer.step()  # Adam on my slice
             with torch.no_grad():
-                dist.all_gather_into_tensor(padded, mine)  # everyone's slices
+                all_gather(padded, mine)  # everyone's slices
                 nn.utils.vector_to_parameters(padded[: flat.numel()], weights)
         report = {
             "weights": sum(w.numel() for w in weights),
@@ -205,6 +177,10 @@ def zero1_worker(
     finally:
         dist.destroy_process_group()
 
+
+#: `all_gather_single` in PyTorch 2.13, which deprecates `all_gather_into_tensor`; the
+#: older name where the newer does not exist.
+all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 #: The collectives the profiler records, as c10d names them, with the argument whose size
 #: counts: an all-gather's output (the whole tensor), a reduce-scatter's input.
@@ -269,8 +245,8 @@ def fsdp_worker(
     from torch.nn.parallel import DistributedDataParallel
     from torch.profiler import ProfilerActivity, profile
 
-    out, data = Path(out_dir), _load(data_file)
-    device = _start(rank, world_size, port)
+    out, data = Path(out_dir), load_data(data_file)
+    device = join_process_group(rank, world_size, port)
     try:
         batches = step_batches(len(data), global_batch, steps)
         first = rank_part(batches[0], rank, world_size)
@@ -332,7 +308,7 @@ def fsdp_restore_worker(
     from torch.distributed.device_mesh import init_device_mesh
 
     out = Path(out_dir)
-    device = _start(rank, world_size, port)
+    device = join_process_group(rank, world_size, port)
     try:
         mesh = init_device_mesh(device.type, (world_size,))
         model = shard_with_fsdp(make_model(seed + 1, torch.float64).to(device), mesh)

@@ -1,0 +1,158 @@
+"""Compare the runs the recipes appended to their --results files: one row per run, with the
+scaling efficiency against the 1-device run of the same recipe (chapters 8 and 12).
+
+    python results_table.py results.jsonl [more.jsonl ...] [--plot scaling.png]
+
+Efficiency is examples/s per device with N devices over examples/s per device with 1, for
+runs of the same recipe, device type, precision and per-device batch: 100% is perfect
+scaling; the rest went to communication and waiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+#: What a row needs, and the other names a recipe may give it (Keras says "replicas").
+FIELDS = {
+    "recipe": ("recipe",),
+    "devices": ("world_size", "replicas"),
+    "device_type": ("device_type",),
+    "precision": ("precision",),
+    "global_batch": ("global_batch",),
+    "per_device": ("examples_per_s_per_device", "examples_per_s_per_replica"),
+    "step_time_s": ("mean_step_time_s",),
+    "accuracy": ("test_accuracy",),
+}
+COLUMNS = [
+    ("recipe", "recipe", "{}"),
+    ("devices", "devices", "{}"),
+    ("device", "device_type", "{}"),
+    ("precision", "precision", "{}"),
+    ("global batch", "global_batch", "{}"),
+    ("examples/s per device", "per_device", "{:.1f}"),
+    ("efficiency", "efficiency", "{:.0%}"),
+    ("step time (ms)", "step_ms", "{:.1f}"),
+    ("test accuracy", "accuracy", "{:.4f}"),
+]
+
+
+def read_runs(paths: list[str]) -> list[dict]:
+    """The runs in the JSON-lines files, each with the names of `FIELDS`."""
+    runs = []
+    for path in paths:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError as error:
+            raise SystemExit(f"{path}: cannot read it ({error.strerror}).") from None
+        found = 0
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as error:
+                raise SystemExit(
+                    f"{path}, line {number}: not one run's results ({error}); each line must "
+                    "be a JSON object, as the recipes write them with --results."
+                ) from None
+            run, missing = {}, []
+            for field, names in FIELDS.items():
+                name = next((n for n in names if n in record), None)
+                if name is None:
+                    missing.append(" or ".join(names))
+                else:
+                    run[field] = record[name]
+            if missing:
+                raise SystemExit(
+                    f"{path}, line {number}: no {', '.join(missing)}; is it a recipe's "
+                    "results file?"
+                )
+            runs.append(run)
+            found += 1
+        if not found:
+            raise SystemExit(f"{path}: no results in it; run a recipe with --results {path} first.")
+    return runs
+
+
+def _group(run: dict) -> tuple:
+    """Runs that scale against each other: same recipe, device type, precision and
+    per-device batch."""
+    per_device_batch = run["global_batch"] // max(run["devices"], 1)
+    return run["recipe"], run["device_type"], run["precision"], per_device_batch
+
+
+def add_efficiency(runs: list[dict]) -> None:
+    """Each run's examples/s per device over that of the last 1-device run of its group."""
+    single = {_group(run): run["per_device"] for run in runs if run["devices"] == 1}
+    for run in runs:
+        reference = single.get(_group(run))
+        throughput = run["per_device"]
+        run["efficiency"] = throughput / reference if reference and throughput else None
+        run["step_ms"] = run["step_time_s"] * 1000 if run["step_time_s"] else None
+
+
+def format_table(runs: list[dict]) -> str:
+    """The runs as an aligned text table; '-' where a value is missing."""
+    rows = [[title for title, _, _ in COLUMNS]]
+    for run in runs:
+        rows.append(
+            ["-" if run.get(key) is None else style.format(run[key]) for _, key, style in COLUMNS]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def plot_scaling(runs: list[dict], path: str) -> None:
+    """Examples/s of all devices against the number of devices, one line per group of
+    `_group`, with perfect scaling from its 1-device run dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    groups: dict[tuple, dict[int, float]] = {}
+    for run in runs:
+        if run["per_device"]:
+            groups.setdefault(_group(run), {})[run["devices"]] = run["per_device"] * run["devices"]
+    for (recipe, device, precision, batch), points in groups.items():
+        devices = sorted(points)
+        (line,) = axes.plot(
+            devices,
+            [points[d] for d in devices],
+            "o-",
+            label=f"{recipe}, {device}, {precision}, {batch} per device",
+        )
+        if 1 in points:
+            axes.plot(devices, [points[1] * d for d in devices], "--", color=line.get_color())
+    axes.set_xticks(sorted({d for points in groups.values() for d in points}))
+    axes.set_xlabel("devices")
+    axes.set_ylabel("examples/s (all devices)")
+    axes.set_title("Scaling (dashed: perfect)")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", help="JSON-lines files the recipes wrote")
+    parser.add_argument("--plot", metavar="PNG", help="also save examples/s against devices")
+    args = parser.parse_args(argv)
+    runs = read_runs(args.results)
+    add_efficiency(runs)
+    print(format_table(runs))
+    if args.plot:
+        plot_scaling(runs, args.plot)
+        print(f"plot saved to {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

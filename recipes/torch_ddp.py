@@ -1,0 +1,548 @@
+"""Train a small CNN data parallel with PyTorch DistributedDataParallel (DDP): a recipe to
+copy, with `data.py` beside it, to a machine with GPUs. Start it with torchrun, which starts
+one process per GPU (use the same commands with 0 GPUs to train on CPU cores):
+
+    # 1 GPU
+    torchrun --standalone --nproc_per_node=1 torch_ddp.py --epochs 5
+    # 8 GPUs on one machine
+    torchrun --standalone --nproc_per_node=8 torch_ddp.py --epochs 5
+    # 2 machines with 8 GPUs each: this command on both, HOST being the first machine's
+    # address; --out on a filesystem both machines see (checkpoints are read back by all)
+    torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \
+        --rdzv-id=digits-run-1 --max-restarts=3 torch_ddp.py --epochs 5 --out /shared/run1
+
+Where the book explains each part:
+- one process per GPU, DistributedSampler, gradients averaged by DDP: chapter 7;
+  DDP's gradient buckets (--bucket-cap-mb): chapter 14
+- checkpoints each epoch written atomically, automatic resume, a clean stop on SIGTERM
+  (what Slurm and Kubernetes send before they stop a job): chapter 9
+- torchrun, several machines, restarts (--max-restarts): chapter 10
+- global batch = per-device batch x processes, the linear learning-rate rule with a
+  warm-up, bfloat16 mixed precision: chapter 12
+
+Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM
+(or SIGUSR1) every process stops after the current step, the checkpoint is saved and the
+processes exit with code 0; torchrun, when it is signalled too, then exits with code 1 and
+a SignalException (the job was stopped, not finished). Give the job at least 30 s to stop
+(Kubernetes' terminationGracePeriodSeconds, Slurm's KillWait). At the end
+rank 0 appends one JSON line to --results; `python results_table.py results.jsonl` compares
+runs. torch_fsdp.py trains the same way with the model sharded (chapter 13).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from data import append_result, load  # recipes/data.py, beside this file
+from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+#: Signals that ask a job to stop soon: Slurm and Kubernetes send SIGTERM some seconds
+#: before they kill a job (Slurm can send SIGUSR1 earlier: sbatch --signal=USR1@120).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+# ---- command line -----------------------------------------------------------------------
+
+
+def _at_least(least: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}; got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive; got {value:g}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _positive_float(text)
+    if not value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1; got {value:g}")
+    return value
+
+
+def make_parser(recipe: str, description: str) -> argparse.ArgumentParser:
+    """The flags both PyTorch recipes share."""
+    parser = argparse.ArgumentParser(
+        prog=f"torchrun --nproc_per_node=N {recipe}.py",
+        description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = parser.add_argument
+    add("--epochs", type=_at_least(1), default=5, help="passes over the training set")
+    add(
+        "--batch-per-device",
+        type=_at_least(1),
+        default=64,
+        help="examples per process and step; global batch = this x number of processes",
+    )
+    add(
+        "--lr",
+        type=_positive_float,
+        default=0.05,
+        help="learning rate tuned for --base-batch; scaled linearly to the global batch",
+    )
+    add("--base-batch", type=_at_least(1), default=64, help="the global batch --lr was tuned for")
+    add(
+        "--warmup-steps",
+        type=_at_least(0),
+        default=50,
+        help="steps over which the learning rate rises linearly to its scaled value",
+    )
+    add(
+        "--images",
+        metavar="FOLDER",
+        help="your own images, one subfolder per class (default: the bundled digits)",
+    )
+    add("--test-fraction", type=_fraction, default=0.1, help="held-out share of the examples")
+    add("--out", default=f"runs/{recipe}", help="folder for checkpoints and final weights")
+    add("--results", default="results.jsonl", help="JSON-lines file rank 0 appends to")
+    add("--seed", type=int, default=0, help="initial weights and shuffling")
+    add(
+        "--num-workers",
+        type=_at_least(0),
+        default=2,
+        help="DataLoader worker processes per training process",
+    )
+    add(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default="auto",
+        help="auto: bfloat16 on GPUs that have it in hardware, else float32",
+    )
+    add("--log-every", type=_at_least(1), default=20, help="print the loss every N steps")
+    add("--max-steps", type=_at_least(1), help="stop after this many steps in all (tests)")
+    add("--limit-examples", type=_at_least(2), help="use only the first N examples (tests)")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = make_parser("torch_ddp", "Data-parallel training with PyTorch DDP.")
+    parser.add_argument(
+        "--bucket-cap-mb",
+        type=_positive_float,
+        default=25.0,
+        help="size of DDP's gradient buckets, each all-reduced as soon as it is full",
+    )
+    return parser.parse_args(argv)
+
+
+# ---- processes, devices, precision --------------------------------------------------------
+
+
+def launch_environment(script: str) -> tuple[int, int, int, int]:
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, which torchrun sets."""
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+    missing = [name for name in names if name not in os.environ]
+    if missing:
+        raise SystemExit(
+            f"{script}: start it with torchrun --nproc_per_node=N {script} ... "
+            f"(N: the GPUs of this machine); {', '.join(missing)} not set."
+        )
+    rank, world_size, local_rank, local_world_size = (int(os.environ[n]) for n in names)
+    return rank, world_size, local_rank, local_world_size
+
+
+def choose_device(local_rank: int, local_world_size: int) -> torch.device:
+    """GPU LOCAL_RANK when the machine has a GPU for each of its processes, else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    if local_world_size > gpus:
+        raise SystemExit(
+            f"--nproc_per_node={local_world_size} but this machine has {gpus} GPU(s): start "
+            f"at most {gpus} processes per machine (one per GPU), or hide the GPUs "
+            "(CUDA_VISIBLE_DEVICES=) to train on the CPU."
+        )
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)
+    return device
+
+
+def choose_precision(requested: str, device: torch.device) -> str:
+    """bf16 (autocast) where the GPU computes in bfloat16 in hardware; fp32 elsewhere."""
+    in_hardware = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    if requested == "auto":
+        return "bf16" if in_hardware else "fp32"
+    if requested == "bf16" and device.type == "cuda" and not in_hardware:
+        raise SystemExit(
+            "--precision bf16: this GPU has no bfloat16 in hardware (NVIDIA Ampere or "
+            "newer has); use --precision fp32 or auto."
+        )
+    return requested
+
+
+def seed_everything(seed: int) -> None:
+    """Same initial weights on every process, and reproducible runs."""
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # the CPU's and every GPU's generator
+
+
+# ---- data and model -----------------------------------------------------------------------
+
+
+def datasets(args: argparse.Namespace, world_size: int) -> tuple[TensorDataset, TensorDataset]:
+    """Training and held-out test sets, as NCHW float32 images and int64 labels."""
+    images, labels = load(args.images)
+    if args.limit_examples:
+        images, labels = images[: args.limit_examples], labels[: args.limit_examples]
+    n_test = min(max(1, round(len(labels) * args.test_fraction)), len(labels) - 1)
+    x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
+    y = torch.from_numpy(labels)
+    train, test = TensorDataset(x[n_test:], y[n_test:]), TensorDataset(x[:n_test], y[:n_test])
+    global_batch = args.batch_per_device * world_size
+    if global_batch > len(train):
+        raise SystemExit(
+            f"the global batch, {global_batch} (--batch-per-device {args.batch_per_device} x "
+            f"{world_size} processes), is larger than the {len(train)} training examples: "
+            "lower --batch-per-device or use more data."
+        )
+    return train, test
+
+
+class SmallCNN(nn.Module):
+    """Two 3x3 convolutions with max pooling, then logits (the book's small CNN)."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Conv2d(1, 16, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * 5 * 5, classes),
+        )
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.layers(images)
+
+
+class ResumableSampler(DistributedSampler):
+    """A DistributedSampler that can start an epoch part-way (`skip` examples in), so a
+    resumed run trains on exactly the batches the interrupted one had still to see."""
+
+    skip = 0
+
+    def __iter__(self):
+        return iter(list(super().__iter__())[self.skip :])
+
+    def __len__(self) -> int:
+        return self.num_samples - self.skip
+
+
+def _ignore_stop_signals(worker_id: int) -> None:
+    """DataLoader workers ignore SIGTERM (Slurm signals every process of a job): the
+    training process stops them when it is ready."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def warmup(optimizer: torch.optim.Optimizer, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate rises linearly over `steps` steps to the optimizer's, then stays."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / steps) if steps else 1.0
+    )
+
+
+class StopFlag:
+    """Remembers a stop signal; training stops at the next step boundary, where the ranks
+    agree (one of them may have been signalled earlier than the others)."""
+
+    def __init__(self) -> None:
+        self.received = False
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.received = True
+
+
+# ---- what DDP and FSDP do differently ---------------------------------------------------
+
+
+class DDPTraining:
+    """Wrapping the model, mixed precision and checkpoints for DDP; torch_fsdp.py changes
+    these and nothing else."""
+
+    recipe = "torch_ddp"
+
+    def __init__(self, args, device: torch.device, precision: str, rank: int) -> None:
+        self.args, self.device, self.precision, self.rank = args, device, precision, rank
+        self.out = Path(args.out)
+        self.checkpoint = self.out / "checkpoint.pt"
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """Every process holds the whole model; DDP broadcasts rank 0's weights and
+        all-reduces the gradients in buckets while the backward pass runs."""
+        return nn.parallel.DistributedDataParallel(
+            model,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            bucket_cap_mb=self.args.bucket_cap_mb,
+        )
+
+    def autocast(self):
+        """Where the forward pass computes in bfloat16 (the weights stay float32)."""
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def save(self, model, optimizer, scheduler, progress: dict) -> None:
+        """Rank 0 writes a temporary file and renames it over the checkpoint: a crash while
+        writing leaves the previous checkpoint whole."""
+        if self.rank == 0:
+            state = {
+                "model": model.module.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "progress": progress,
+            }
+            _atomic_write(self.checkpoint, lambda file: torch.save(state, file))
+        dist.barrier()  # every rank knows the checkpoint is complete
+
+    def restore(self, model, optimizer, scheduler) -> dict | None:
+        """Load the checkpoint, if there is one, on every rank; return its progress."""
+        if not self.checkpoint.exists():
+            return None
+        state = torch.load(self.checkpoint, map_location=self.device, weights_only=True)
+        model.module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        return state["progress"]
+
+    def whole_weights(self, model) -> dict[str, torch.Tensor]:
+        """The trained weights (all ranks call this; rank 0 writes them)."""
+        return {name: w.cpu() for name, w in model.module.state_dict().items()}
+
+
+def _atomic_write(path: Path, write) -> None:
+    """`write(file)` into a temporary file, flushed to disk, then renamed to `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as file:
+        write(file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+# ---- training -------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def evaluate(model, test: TensorDataset, batch: int, training, rank: int, world_size: int):
+    """Loss and accuracy on the test set: each rank takes every world_size-th example, and
+    the sums are all-reduced. Every rank runs the same number of batches (FSDP needs it)."""
+    images, labels = test.tensors
+    n = len(labels)
+    indices = torch.arange(rank, -(-n // world_size) * world_size, world_size)
+    counted = indices < n  # the padding that evens out the shares is not counted
+    indices = indices.clamp(max=n - 1)
+    totals = torch.zeros(3, dtype=torch.float64, device=training.device)
+    model.eval()
+    for part, keep in zip(indices.split(batch), counted.split(batch)):
+        x, y = images[part].to(training.device), labels[part].to(training.device)
+        keep = keep.to(training.device)
+        with training.autocast():
+            logits = model(x).float()
+        losses = nn.functional.cross_entropy(logits, y, reduction="none")
+        right = (logits.argmax(1) == y) & keep
+        totals += torch.stack([(losses * keep).sum(), right.sum(), keep.sum()]).double()
+    model.train()
+    dist.all_reduce(totals)  # sums over the ranks
+    return (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+
+
+def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFlag) -> None:
+    """Train, checkpoint, resume, stop cleanly on a signal, and report (rank 0)."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    device, log = training.device, (print if rank == 0 else lambda *a, **k: None)
+    global_batch = args.batch_per_device * world_size
+    lr = args.lr * global_batch / args.base_batch  # the linear rule
+    classes = int(torch.cat([train.tensors[1], test.tensors[1]]).max()) + 1
+
+    seed_everything(args.seed)
+    model = training.wrap(SmallCNN(classes).to(device))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    scheduler = warmup(optimizer, args.warmup_steps)
+    sampler = ResumableSampler(
+        train, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed, drop_last=True
+    )
+    loader = DataLoader(
+        train,
+        batch_size=args.batch_per_device,
+        sampler=sampler,
+        drop_last=True,  # equal batches on every rank
+        num_workers=args.num_workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=args.num_workers > 0,
+        worker_init_fn=_ignore_stop_signals,
+    )
+    steps_per_epoch = len(train) // world_size // args.batch_per_device
+
+    progress = training.restore(model, optimizer, scheduler)
+    epoch, step, done = 0, 0, 0  # epoch, step within it, steps in all
+    if progress:
+        epoch, step, done = progress["epoch"], progress["step"], progress["global_step"]
+        log(f"resumed from {args.out}: epoch {epoch + 1}, step {step}", flush=True)
+        if progress["world_size"] != world_size:  # restarted with more or fewer processes
+            step = 0  # the data split differently: the epoch starts again
+            scheduler.base_lrs = [lr] * len(scheduler.base_lrs)  # the rule, for this batch
+            for group in optimizer.param_groups:
+                group["initial_lr"], group["lr"] = lr, lr * scheduler.lr_lambdas[0](done)
+            log(
+                f"saved by {progress['world_size']} processes, resumed by {world_size}: "
+                f"epoch {epoch + 1} runs from its first step, learning rate {lr:g}",
+                flush=True,
+            )
+    log(
+        f"{training.recipe}: {world_size} process(es) on {device.type}, {training.precision}; "
+        f"global batch {global_batch} = {args.batch_per_device} x {world_size}; learning "
+        f"rate {lr:g} = {args.lr:g} x {global_batch}/{args.base_batch}, warm-up "
+        f"{args.warmup_steps} steps; {len(train)} training, {len(test)} test examples",
+        flush=True,
+    )
+    max_steps = args.max_steps or args.epochs * steps_per_epoch
+    step_times, epoch_losses, steps_this_run, stopped = [], [], 0, False
+    test_loss = test_accuracy = float("nan")
+    while epoch < args.epochs and done < max_steps and not stopped:
+        sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
+        sampler.skip = step * args.batch_per_device
+        losses, tick = [], time.perf_counter()
+        for images, labels in loader:
+            images = images.to(device, non_blocking=True)
+            labels = labels.to(device, non_blocking=True)
+            with training.autocast():
+                loss = nn.functional.cross_entropy(model(images).float(), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            step, done, steps_this_run = step + 1, done + 1, steps_this_run + 1
+            # One small all-reduce per step: the summed loss, and whether any rank was
+            # signalled to stop (so that they all stop after the same step).
+            shared = torch.stack([loss.detach(), torch.tensor(float(stop.received), device=device)])
+            dist.all_reduce(shared)
+            mean_loss, stopping = shared[0].item() / world_size, shared[1].item() > 0
+            losses.append(mean_loss)
+            now = time.perf_counter()
+            if len(losses) > 1:  # not the first step of an epoch: it waits for the loader
+                step_times.append(now - tick)
+            tick = now
+            if step % args.log_every == 0 or step == 1:
+                log(
+                    f"epoch {epoch + 1} step {step}/{steps_per_epoch} loss {mean_loss:.4f}",
+                    flush=True,
+                )
+            if stopping or done >= max_steps:
+                stopped = stopping
+                break
+        if losses:
+            epoch_losses.append(sum(losses) / len(losses))
+        if stopped:
+            position = {"epoch": epoch, "step": step, "global_step": done}
+            training.save(model, optimizer, scheduler, {**position, "world_size": world_size})
+            log(
+                f"stop signal: checkpoint saved after epoch {epoch + 1} step {step}; start "
+                "the same command again to resume.",
+                flush=True,
+            )
+            return
+        test_loss, test_accuracy = evaluate(
+            model, test, args.batch_per_device, training, rank, world_size
+        )
+        log(
+            f"epoch {epoch + 1} step {step}: train loss "
+            f"{epoch_losses[-1] if losses else float('nan'):.4f}, test loss {test_loss:.4f}, "
+            f"test accuracy {test_accuracy:.4f}",
+            flush=True,
+        )
+        if step >= steps_per_epoch:
+            epoch, step = epoch + 1, 0  # the checkpoint says: start the next epoch
+        position = {"epoch": epoch, "step": step, "global_step": done}
+        training.save(model, optimizer, scheduler, {**position, "world_size": world_size})
+
+    weights = training.whole_weights(model)  # a collective for FSDP: every rank calls it
+    if rank == 0:
+        _atomic_write(training.out / "model.pt", lambda file: torch.save(weights, file))
+    if not steps_this_run:
+        log(
+            f"nothing to train: the checkpoint in {args.out} has {done} steps already; "
+            "raise --epochs or use another --out."
+        )
+        return
+    mean_step = sum(step_times) / len(step_times) if step_times else None
+    record_ = {
+        "recipe": training.recipe,
+        "world_size": world_size,
+        "nodes": world_size // int(os.environ["LOCAL_WORLD_SIZE"]),
+        "device_type": device.type,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "precision": training.precision,
+        "batch_per_device": args.batch_per_device,
+        "global_batch": global_batch,
+        "learning_rate": lr,
+        "examples_per_s_per_device": mean_step and args.batch_per_device / mean_step,
+        "mean_step_time_s": mean_step,
+        "final_train_loss": epoch_losses[-1] if epoch_losses else None,
+        "loss_per_epoch": epoch_losses,
+        "test_loss": test_loss,
+        "test_accuracy": test_accuracy,
+        "epochs": round(done / steps_per_epoch, 3),
+        "steps": done,
+        "steps_this_run": steps_this_run,
+        "steps_per_epoch": steps_per_epoch,
+    }
+    if rank == 0:
+        append_result(args.results, record_)
+        print(f"results appended to {args.results}; weights in {training.out / 'model.pt'}")
+
+
+def run(args: argparse.Namespace, training_class: type[DDPTraining], script: str) -> None:
+    """Check the launch, join the process group, train, and always leave the group."""
+    stop = StopFlag()  # first: a signal during start-up is remembered too
+    rank, world_size, local_rank, local_world_size = launch_environment(script)
+    device = choose_device(local_rank, local_world_size)
+    precision = choose_precision(args.precision, device)
+    train, test = datasets(args, world_size)
+    cuda = device.type == "cuda"
+    # NCCL between GPUs, gloo between CPU processes
+    dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
+    try:
+        fit(args, training_class(args, device, precision, rank), train, test, stop)
+    finally:
+        dist.destroy_process_group()
+
+
+@record  # torchrun's failure summary then shows the failing rank's traceback
+def main(argv: list[str] | None = None) -> None:
+    run(parse_args(argv), DDPTraining, "torch_ddp.py")
+
+
+if __name__ == "__main__":
+    main()

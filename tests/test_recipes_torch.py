@@ -1,0 +1,277 @@
+"""The PyTorch recipes run as a reader runs them (torchrun, here with 2 CPU processes and tiny
+sizes): they train, report, stop cleanly on SIGTERM and resume exactly, and refuse a wrong
+launch with one clear line; and recipes/results_table.py reads what they write."""
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.helpers import ROOT
+from utils.launch import TORCHRUN, child_environment, run_processes
+
+RECIPES = ROOT / "recipes"
+CPU = {"CUDA_VISIBLE_DEVICES": ""}  # CPU processes with gloo, even on a GPU machine
+# 461 training examples, 8 per process: 28 steps per epoch
+TINY = (
+    "--epochs 2 --limit-examples 512 --batch-per-device 8 --lr 0.05 --base-batch 16 "
+    "--warmup-steps 5 --num-workers 1 --log-every 1 --seed 3"
+).split()
+STEPS_PER_EPOCH = 28
+KEYS = {
+    "recipe",
+    "world_size",
+    "device_type",
+    "precision",
+    "global_batch",
+    "examples_per_s_per_device",
+    "mean_step_time_s",
+    "final_train_loss",
+    "test_accuracy",
+    "epochs",
+    "steps",
+}
+LOGGED_LOSS = re.compile(r"^epoch (\d+) step (\d+)/\d+ loss ([\d.]+)$", re.M)
+
+
+def torchrun(recipe: str, out, *flags: str) -> list[str]:
+    """The reader's command: torchrun --standalone --nproc_per_node=2 RECIPE.py ..."""
+    results = ["--out", str(out), "--results", str(out) + ".jsonl"]
+    return [*TORCHRUN, "--standalone", "--nproc_per_node=2", f"{recipe}.py", *results, *flags]
+
+
+def run_recipe(command: list[str], timeout_s: float = 150) -> str:
+    """Run one command from recipes/ on CPUs; its output (an error names a failure)."""
+    (output,) = run_processes([command], envs=[CPU], cwd=RECIPES, timeout_s=timeout_s)
+    return output
+
+
+def run_and_stop(command: list[str], log_path, when: str, timeout_s: float = 150):
+    """Run `command` and, once its output shows `when`, send SIGTERM to its whole process
+    group (torchrun, its workers and their DataLoader workers), as Slurm does on
+    preemption. Returns the exit code, the output and the seconds from signal to exit."""
+    with open(log_path, "a") as log:  # appends, so our reads do not move its writes
+        process = subprocess.Popen(
+            command,
+            cwd=RECIPES,
+            env=child_environment(CPU),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    signalled, deadline = None, time.monotonic() + timeout_s
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            if signalled is None and when in log_path.read_text():
+                os.killpg(process.pid, signal.SIGTERM)
+                signalled = time.monotonic()
+            time.sleep(0.02)
+        assert process.poll() is not None, f"still running after {timeout_s} s"
+        assert signalled, f"ended before {when!r}:\n{log_path.read_text()[-2000:]}"
+        return process.returncode, log_path.read_text(), time.monotonic() - signalled
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+
+def results(out) -> list[dict]:
+    return [json.loads(line) for line in open(str(out) + ".jsonl")]
+
+
+def weights(out) -> dict[str, torch.Tensor]:
+    return torch.load(out / "model.pt", weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    """torch_ddp.py, 2 epochs, uninterrupted: the reference for the other runs."""
+    out = tmp_path_factory.mktemp("ddp") / "uninterrupted"
+    return out, run_recipe(torchrun("torch_ddp", out, *TINY))
+
+
+def test_ddp_trains_and_appends_one_result(ddp_run):
+    out, output = ddp_run
+    losses = [float(loss) for _, _, loss in LOGGED_LOSS.findall(output)]
+    assert len(losses) == 2 * STEPS_PER_EPOCH  # logged by rank 0 only, each step
+    assert losses[-1] < losses[0], losses
+    (record,) = results(out)
+    assert KEYS <= record.keys()
+    assert record["recipe"] == "torch_ddp" and record["world_size"] == 2
+    assert (record["device_type"], record["precision"]) == ("cpu", "fp32")
+    assert record["global_batch"] == 16 and record["steps"] == 2 * STEPS_PER_EPOCH
+    assert record["loss_per_epoch"][1] < record["loss_per_epoch"][0]
+    assert record["examples_per_s_per_device"] > 0 and record["test_accuracy"] > 0.3
+
+
+@pytest.mark.parametrize("recipe", ["torch_ddp", "torch_fsdp"])
+def test_stopped_by_sigterm_and_resumed_ends_with_the_same_weights(recipe, ddp_run, tmp_path):
+    """Stopped in epoch 2, the run saves a checkpoint and exits; started again, it resumes
+    and ends with the uninterrupted DDP run's weights, bit for bit.
+
+    Exact on CPUs: the same seed, batches and float32 kernels (one thread per process), and
+    with 2 processes each gradient element is the sum of two numbers (the same whatever
+    their order) halved (exact), whatever DDP's buckets or FSDP's shards. The resumed run
+    restores weights, momentum, learning-rate schedule, epoch and position in the epoch.
+    (With 3 or more processes, a resumed DDP run's first step reduces gradients in other
+    buckets than the uninterrupted run, which could change sums in the last bit.)"""
+    uninterrupted, _ = ddp_run
+    out, log = tmp_path / recipe, tmp_path / "stopped.log"
+    code, output, seconds = run_and_stop(torchrun(recipe, out, *TINY), log, "epoch 2 step 1/")
+    stopped = re.search(r"stop signal: checkpoint saved after epoch 2 step (\d+)", output)
+    assert stopped, output[-3000:]
+    assert int(stopped[1]) < STEPS_PER_EPOCH  # stopped mid-epoch
+    # torchrun itself, signalled too, stops its workers and exits 1 with a SignalException
+    # traceback; the workers save and exit by themselves (no traceback, no SIGKILL),
+    # well within torchrun's 30 s grace period.
+    assert code == 1 and "SignalException" in output
+    assert output.count("Traceback") == 1 and "forcefully" not in output, output[-3000:]
+    assert seconds < 25
+    assert not os.path.exists(str(out) + ".jsonl")  # a stopped run reports nothing
+
+    output = run_recipe(torchrun(recipe, out, *TINY))
+    assert f"resumed from {out}: epoch 2, step {stopped[1]}" in output
+    (record,) = results(out)
+    assert record["steps"] == 2 * STEPS_PER_EPOCH
+    assert record["steps_this_run"] == STEPS_PER_EPOCH - int(stopped[1])
+    expected, got = weights(uninterrupted), weights(out)
+    assert expected.keys() == got.keys()
+    for name in expected:  # FSDP trains the very weights DDP does, here
+        assert torch.equal(expected[name], got[name]), name
+
+
+def run_python(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=RECIPES,
+        env=child_environment({**CPU, **(env or {})}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("recipe", ["torch_ddp", "torch_fsdp"])
+def test_help_lists_the_flags(recipe):
+    result = run_python(f"{recipe}.py", "--help")
+    assert result.returncode == 0, result.stderr
+    for flag in [
+        "--epochs",
+        "--batch-per-device",
+        "--lr",
+        "--base-batch",
+        "--warmup-steps",
+        "--images",
+        "--out",
+        "--results",
+        "--seed",
+        "--num-workers",
+        "--max-steps",
+        "--precision",
+        "--limit-examples",
+    ]:
+        assert flag in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ([], {}, "torch_ddp.py: start it with torchrun --nproc_per_node=N torch_ddp.py"),
+        (["--batch-per-device", "0"], {}, "--batch-per-device: must be at least 1; got 0"),
+        (  # what torchrun would set for 2 processes: the check comes before they connect
+            ["--limit-examples", "20", "--batch-per-device", "16"],
+            {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"},
+            "the global batch, 32 (--batch-per-device 16 x 2 processes), is larger than the "
+            "18 training examples",
+        ),
+    ],
+    ids=["without torchrun", "batch 0", "global batch too large"],
+)
+def test_a_wrong_launch_gets_one_clear_line(args, env, message):
+    result = run_python("torch_ddp.py", *args, env=env)
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def _recipe(name: str):
+    """A recipe's module, imported as its launcher would (recipes/ first on the path)."""
+    sys.path.insert(0, str(RECIPES))
+    try:
+        spec = importlib.util.spec_from_file_location(name, RECIPES / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(RECIPES))
+
+
+def test_more_processes_than_gpus_is_refused(monkeypatch):
+    recipe = _recipe("torch_ddp")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(SystemExit, match="--nproc_per_node=8 but this machine has 2 GPU"):
+        recipe.choose_device(local_rank=0, local_world_size=8)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert recipe.choose_device(0, 8) == torch.device("cpu")
+    assert recipe.choose_precision("auto", torch.device("cpu")) == "fp32"
+
+
+def _results_table():
+    return _recipe("results_table")
+
+
+def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsys):
+    run = {
+        "recipe": "torch_ddp",
+        "device_type": "cuda",
+        "precision": "bf16",
+        "mean_step_time_s": 0.01,
+        "test_accuracy": 0.9,
+    }
+    lines = [
+        {**run, "world_size": 1, "global_batch": 64, "examples_per_s_per_device": 6400.0},
+        {**run, "world_size": 8, "global_batch": 512, "examples_per_s_per_device": 5760.0},
+        # the Keras recipes count replicas
+        {
+            **run,
+            "recipe": "tf",
+            "replicas": 2,
+            "global_batch": 128,
+            "examples_per_s_per_replica": 100.0,
+        },
+    ]
+    made = tmp_path / "made.jsonl"
+    made.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    plot = tmp_path / "scaling.png"
+    _results_table().main([str(made), str(ddp_run[0]) + ".jsonl", "--plot", str(plot)])
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 2 + 4 + 1  # header, rule, runs, "plot saved"
+    assert rows[3].split()[:7] == ["torch_ddp", "8", "cuda", "bf16", "512", "5760.0", "90%"]
+    assert rows[4].split()[6] == "-"  # no 1-device run to compare with
+    assert rows[5].split()[:5] == ["torch_ddp", "2", "cpu", "fp32", "16"]
+    assert plot.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no results in it; run a recipe with --results"),
+        ('{"recipe": "torch_ddp"\n', "line 1: not one run's results"),
+        ('{"recipe": "torch_ddp"}\n', "line 1: no world_size or replicas"),
+    ],
+    ids=["empty", "not JSON", "not results"],
+)
+def test_results_table_explains_a_bad_file(text, message, tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text(text)
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        _results_table().main([str(path)])
