@@ -1,0 +1,298 @@
+"""Train a small CNN with Keras 3 on JAX: keras.distribution.DataParallel and `fit`.
+
+Launch (Keras uses the JAX backend; it needs jax, and TensorFlow for tf.data):
+
+    1 GPU:             python recipes/keras_jax.py --platform gpu --batch-per-replica 256
+                       (without --platform gpu, fewer than 2 GPUs means 2 simulated CPU
+                       devices: a check of the distribution, not a speed-up)
+    8 GPUs, 1 machine: python recipes/keras_jax.py --epochs 10 --batch-per-replica 256
+    2 machines:        on 10.0.0.1:
+                       python recipes/keras_jax.py --coordinator 10.0.0.1:1234 \\
+                           --num-processes 2 --process-id 0 --out /shared/run1
+                       on 10.0.0.2: the same with --process-id 1. Instead of the flags,
+                       KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES and
+                       KERAS_DISTRIBUTION_PROCESS_ID work too (keras.distribution.initialize).
+
+The batch axis of every batch is split over all devices of all processes; the learning rate
+follows the linear rule with a linear warm-up. At the end of each epoch process 0 saves the
+weights (model and optimizer, `save_weights`) and then an epoch file; run the same command
+again to resume at that epoch boundary (the interrupted epoch is trained again; shuffling
+differs from an uninterrupted run's). The test set is evaluated in whole global batches.
+
+Chapters: 3 (fit), 8 (input pipeline), 9 (resuming), 11 (keras.distribution, JAX, several
+processes), 12 (linear LR rule, warm-up, mixed precision).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from data import append_result, load  # recipes/data.py, beside this file
+
+RECIPE = "keras_jax"
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows this file's docstring as written, and the defaults that are set."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line (see --help)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--epochs", type=int, default=5, help="passes over the data")
+    parser.add_argument(
+        "--batch-per-replica", type=int, default=64, help="x replicas = the global batch"
+    )
+    parser.add_argument("--base-lr", type=float, default=0.05, help="LR tuned for --base-batch")
+    parser.add_argument("--base-batch", type=int, default=64, help="global batch of --base-lr")
+    parser.add_argument("--warmup-steps", type=int, default=50, help="linear warm-up steps")
+    parser.add_argument("--images", help="folder/CLASS/IMAGE files; without it, the bundled digits")
+    parser.add_argument("--out", default="runs/keras_jax", help="checkpoints, weights")
+    parser.add_argument("--results", default="results.jsonl", help="JSON line appended here")
+    parser.add_argument("--seed", type=int, default=0, help="weights and data order")
+    parser.add_argument(
+        "--limit-examples", type=int, help="at most this many training and test examples (tests)"
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "mixed"],
+        default="auto",
+        help="auto: mixed_bfloat16 on GPUs of compute capability 8+, mixed_float16 on older "
+        "ones, float32 on CPUs; mixed: the same, but mixed_bfloat16 on CPUs",
+    )
+    parser.add_argument(
+        "--platform",
+        choices=["auto", "gpu", "cpu"],
+        default="auto",
+        help="auto: all GPUs when there are 2+, else --cpu-devices simulated CPU devices",
+    )
+    parser.add_argument("--cpu-devices", type=int, default=2, help="simulated CPU devices")
+    parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on GPUs")
+    parser.add_argument("--coordinator", help="HOST:PORT of process 0 (several machines)")
+    parser.add_argument("--num-processes", type=int, help="with --coordinator: all of them")
+    parser.add_argument("--process-id", type=int, help="with --coordinator: 0, 1, ...")
+    parser.add_argument("--kill-after-epoch", type=int, help=argparse.SUPPRESS)  # tests
+    args = parser.parse_args(argv)
+    for name in ("epochs", "batch_per_replica", "base_batch", "cpu_devices"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be at least 1.")
+    if args.coordinator and (args.num_processes is None or args.process_id is None):
+        raise SystemExit("--coordinator needs --num-processes and --process-id too.")
+    if args.warmup_steps < 0 or args.base_lr <= 0:
+        raise SystemExit("--warmup-steps must be >= 0 and --base-lr > 0.")
+    return args
+
+
+def split(args):
+    """(train images, train labels), (test images, test labels): the last 10% is the test."""
+    images, labels = load(args.images)
+    cut = len(images) - max(1, len(images) // 10)
+    train, test = (images[:cut], labels[:cut]), (images[cut:], labels[cut:])
+    if args.limit_examples:
+        train = tuple(a[: args.limit_examples] for a in train)
+        test = tuple(a[: args.limit_examples] for a in test)
+    return train, test, int(labels.max()) + 1
+
+
+def build_model(keras, num_classes: int, seed: int):
+    """Two convolutions and a float32 output layer (logits), seeded."""
+    init = [keras.initializers.GlorotUniform(seed=seed + i) for i in range(3)]
+    return keras.Sequential(
+        [
+            keras.Input(shape=(28, 28, 1)),
+            keras.layers.Conv2D(16, 3, activation="relu", kernel_initializer=init[0]),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu", kernel_initializer=init[1]),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(num_classes, kernel_initializer=init[2], dtype="float32"),
+        ]
+    )
+
+
+def warmup_schedule(keras, peak: float, warmup_steps: int):
+    """Linear warm-up from peak/warmup_steps to `peak`, then constant (chapter 12)."""
+
+    class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            if warmup_steps == 0:
+                return keras.ops.convert_to_tensor(peak, "float32")
+            ramp = (keras.ops.cast(step, "float32") + 1.0) / warmup_steps
+            return peak * keras.ops.minimum(1.0, ramp)
+
+        def get_config(self):
+            return {"peak": peak, "warmup_steps": warmup_steps}
+
+    return LinearWarmup()
+
+
+def start_jax(args):
+    """Import JAX and Keras on the chosen devices; return (jax, keras, devices, device type)."""
+    os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported
+    flag = f"--xla_force_host_platform_device_count={args.cpu_devices}"  # CPU platform only
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+    if args.platform == "cpu":
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+    import keras
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")  # TensorFlow only reads data here
+    if not args.tf32:
+        jax.config.update("jax_default_matmul_precision", "highest")
+    if args.coordinator or os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
+        keras.distribution.initialize(args.coordinator, args.num_processes, args.process_id)
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if args.platform == "gpu" and not gpus:
+        raise SystemExit("--platform gpu: JAX sees no GPU (is jax[cuda] installed?).")
+    if args.platform == "gpu" or (args.platform == "auto" and len(gpus) >= 2):
+        return jax, keras, gpus, "GPU"
+    cpus = jax.devices("cpu")
+    jax.config.update("jax_default_device", cpus[0])  # not the one GPU, if there is one
+    return jax, keras, cpus, "CPU"
+
+
+def choose_precision(devices, device_type: str, requested: str) -> str:
+    """auto: bfloat16 on GPUs of compute capability 8+, float16 on older, fp32 on CPU."""
+    if requested == "fp32" or (requested == "auto" and device_type == "CPU"):
+        return "float32"
+    if device_type == "CPU":
+        return "mixed_bfloat16"  # --precision mixed on a CPU
+    capability = float(getattr(devices[0], "compute_capability", 0) or 0)
+    return "mixed_bfloat16" if capability >= 8 else "mixed_float16"
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    (x_train, y_train), (x_test, y_test), num_classes = split(args)
+    jax, keras, devices, device_type = start_jax(args)
+    import tensorflow as tf
+
+    replicas = len(devices)
+    global_batch = args.batch_per_replica * replicas
+    if global_batch > min(len(x_train), len(x_test)):
+        raise SystemExit(
+            f"The global batch ({args.batch_per_replica} per replica x {replicas} devices "
+            f"= {global_batch}) is larger than the {len(x_train)} training or "
+            f"{len(x_test)} test examples: lower --batch-per-replica or give more data."
+        )
+    keras.utils.set_random_seed(args.seed)
+    precision = choose_precision(devices, device_type, args.precision)
+    keras.mixed_precision.set_global_policy(precision)
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    peak_lr = args.base_lr * global_batch / args.base_batch  # the linear rule
+
+    def batches(images, labels, shuffle: bool):
+        data = tf.data.Dataset.from_tensor_slices((images, labels))
+        if shuffle:
+            data = data.shuffle(len(images), seed=args.seed)  # a new order each epoch
+        # whole global batches: every device gets an equal slice
+        return data.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    model = build_model(keras, num_classes, args.seed)  # laid out by the distribution
+    model.compile(
+        # compile wraps it in a LossScaleOptimizer under mixed_float16
+        optimizer=keras.optimizers.SGD(
+            warmup_schedule(keras, peak_lr, args.warmup_steps), momentum=0.9
+        ),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    out, initial_epoch = Path(args.out), 0
+    pointer = out / "checkpoint.json"  # written last: names a complete weights file
+    if pointer.exists():
+        saved = json.loads(pointer.read_text())
+        model.optimizer.build(model.trainable_variables)  # so its state loads too
+        model.load_weights(out / saved["weights"])
+        initial_epoch = saved["epoch"]
+        print(f"resumed from {saved['weights']}: epoch {initial_epoch}", flush=True)
+    is_writer = jax.process_index() == 0
+
+    class Progress(keras.callbacks.Callback):
+        """Checkpoint each epoch; steady-state step times (after each epoch's first)."""
+
+        def __init__(self):
+            super().__init__()
+            self.times, self.last = [], None
+
+        def on_train_begin(self, logs=None):
+            self.start_step = int(self.model.optimizer.iterations.numpy())
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.last = None
+
+        def on_train_batch_end(self, batch, logs=None):
+            now = time.perf_counter()
+            if self.last is not None:
+                self.times.append(now - self.last)
+            self.last = now
+
+        def on_epoch_end(self, epoch, logs=None):
+            if is_writer:
+                name = f"epoch-{epoch + 1}.weights.h5"
+                self.model.save_weights(out / name)
+                (out / "checkpoint.tmp").write_text(
+                    json.dumps({"epoch": epoch + 1, "weights": name})
+                )
+                os.replace(out / "checkpoint.tmp", pointer)  # atomic
+                for old in out.glob("epoch-*.weights.h5"):
+                    if old.name != name:
+                        old.unlink()
+            if epoch + 1 == args.kill_after_epoch:  # a preemption, for the tests
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    out.mkdir(parents=True, exist_ok=True)
+    progress = Progress()
+    history = model.fit(
+        batches(x_train, y_train, shuffle=True),
+        epochs=args.epochs,
+        shuffle=False,  # the dataset shuffles
+        initial_epoch=initial_epoch,
+        verbose=2,
+        callbacks=[progress],
+    )
+    accuracy = model.evaluate(batches(x_test, y_test, False), verbose=0, return_dict=True)[
+        "accuracy"
+    ]
+    steps = int(model.optimizer.iterations.numpy())
+    if not is_writer:
+        return
+    model.save_weights(out / "final.weights.h5")
+    mean_step = sum(progress.times) / len(progress.times) if progress.times else None
+    losses = [float(loss) for loss in history.history.get("loss", [])]
+    record = {
+        "recipe": RECIPE,
+        "processes": jax.process_count(),
+        "replicas": replicas,
+        "device_type": device_type,
+        "precision": precision,
+        "global_batch": global_batch,
+        "examples_per_s_per_replica": mean_step and args.batch_per_replica / mean_step,
+        "mean_step_time_s": mean_step,
+        "final_train_loss": losses[-1] if losses else None,
+        "loss_per_epoch": losses,
+        "test_accuracy": float(accuracy),
+        "test_examples": len(x_test) // global_batch * global_batch,  # whole batches
+        "epochs": args.epochs,
+        "steps": steps,
+        "steps_this_run": steps - progress.start_step,
+        "steps_per_epoch": len(x_train) // global_batch,
+        "resumed_from_epoch": initial_epoch,
+    }
+    append_result(args.results, record)
+    print(f"test accuracy {record['test_accuracy']:.4f}; results in {args.results}")
+
+
+if __name__ == "__main__":
+    main()
