@@ -32,42 +32,16 @@ import signal
 import time
 from pathlib import Path
 
-from data import append_result, load  # recipes/data.py, beside this file
+# recipes/tf_common.py and recipes/data.py: copy both beside this file (neither imports
+# TensorFlow or Keras: start_jax picks the JAX backend first)
+from tf_common import base_parser, build_model, check_args, split, warmup_schedule, write_results
 
 RECIPE = "keras_jax"
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """--help shows this file's docstring as written, and the defaults that are set."""
-
-    def _get_help_string(self, action):
-        return action.help if action.default is None else super()._get_help_string(action)
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     """The command line (see --help)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--epochs", type=int, default=5, help="passes over the data")
-    parser.add_argument(
-        "--batch-per-replica", type=int, default=64, help="x replicas = the global batch"
-    )
-    parser.add_argument("--base-lr", type=float, default=0.05, help="LR tuned for --base-batch")
-    parser.add_argument("--base-batch", type=int, default=64, help="global batch of --base-lr")
-    parser.add_argument("--warmup-steps", type=int, default=50, help="linear warm-up steps")
-    parser.add_argument("--images", help="folder/CLASS/IMAGE files; without it, the bundled digits")
-    parser.add_argument("--out", default="runs/keras_jax", help="checkpoints, weights")
-    parser.add_argument("--results", default="results.jsonl", help="JSON line appended here")
-    parser.add_argument("--seed", type=int, default=0, help="weights and data order")
-    parser.add_argument(
-        "--limit-examples", type=int, help="at most this many training and test examples (tests)"
-    )
-    parser.add_argument(
-        "--precision",
-        choices=["auto", "fp32", "mixed"],
-        default="auto",
-        help="auto: mixed_bfloat16 on GPUs of compute capability 8+, mixed_float16 on older "
-        "ones, float32 on CPUs; mixed: the same, but mixed_bfloat16 on CPUs",
-    )
+    parser = base_parser(__doc__, "runs/keras_jax", "checkpoints, weights")
     parser.add_argument(
         "--platform",
         choices=["auto", "gpu", "cpu"],
@@ -81,57 +55,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--process-id", type=int, help="with --coordinator: 0, 1, ...")
     parser.add_argument("--kill-after-epoch", type=int, help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
-    for name in ("epochs", "batch_per_replica", "base_batch", "cpu_devices"):
-        if getattr(args, name) < 1:
-            raise SystemExit(f"--{name.replace('_', '-')} must be at least 1.")
-    if args.coordinator and (args.num_processes is None or args.process_id is None):
-        raise SystemExit("--coordinator needs --num-processes and --process-id too.")
-    if args.warmup_steps < 0 or args.base_lr <= 0:
-        raise SystemExit("--warmup-steps must be >= 0 and --base-lr > 0.")
-    return args
-
-
-def split(args):
-    """(train images, train labels), (test images, test labels): the last 10% is the test."""
-    images, labels = load(args.images)
-    cut = len(images) - max(1, len(images) // 10)
-    train, test = (images[:cut], labels[:cut]), (images[cut:], labels[cut:])
-    if args.limit_examples:
-        train = tuple(a[: args.limit_examples] for a in train)
-        test = tuple(a[: args.limit_examples] for a in test)
-    return train, test, int(labels.max()) + 1
-
-
-def build_model(keras, num_classes: int, seed: int):
-    """Two convolutions and a float32 output layer (logits), seeded."""
-    init = [keras.initializers.GlorotUniform(seed=seed + i) for i in range(3)]
-    return keras.Sequential(
-        [
-            keras.Input(shape=(28, 28, 1)),
-            keras.layers.Conv2D(16, 3, activation="relu", kernel_initializer=init[0]),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(32, 3, activation="relu", kernel_initializer=init[1]),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(num_classes, kernel_initializer=init[2], dtype="float32"),
-        ]
+    return check_args(
+        args,
+        ("epochs", "batch_per_replica", "base_batch", "cpu_devices"),
+        (
+            args.coordinator and (args.num_processes is None or args.process_id is None),
+            "--coordinator needs --num-processes and --process-id too.",
+        ),
     )
-
-
-def warmup_schedule(keras, peak: float, warmup_steps: int):
-    """Linear warm-up from peak/warmup_steps to `peak`, then constant (chapter 12)."""
-
-    class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            if warmup_steps == 0:
-                return keras.ops.convert_to_tensor(peak, "float32")
-            ramp = (keras.ops.cast(step, "float32") + 1.0) / warmup_steps
-            return peak * keras.ops.minimum(1.0, ramp)
-
-        def get_config(self):
-            return {"peak": peak, "warmup_steps": warmup_steps}
-
-    return LinearWarmup()
 
 
 def start_jax(args):
@@ -269,29 +200,23 @@ def main(argv=None) -> None:
     if not is_writer:
         return
     model.save_weights(out / "final.weights.h5")
-    mean_step = sum(progress.times) / len(progress.times) if progress.times else None
-    losses = [float(loss) for loss in history.history.get("loss", [])]
-    record = {
-        "recipe": RECIPE,
-        "processes": jax.process_count(),
-        "replicas": replicas,
-        "device_type": device_type,
-        "precision": precision,
-        "global_batch": global_batch,
-        "examples_per_s_per_replica": mean_step and args.batch_per_replica / mean_step,
-        "mean_step_time_s": mean_step,
-        "final_train_loss": losses[-1] if losses else None,
-        "loss_per_epoch": losses,
-        "test_accuracy": float(accuracy),
-        "test_examples": len(x_test) // global_batch * global_batch,  # whole batches
-        "epochs": args.epochs,
-        "steps": steps,
-        "steps_this_run": steps - progress.start_step,
-        "steps_per_epoch": len(x_train) // global_batch,
-        "resumed_from_epoch": initial_epoch,
-    }
-    append_result(args.results, record)
-    print(f"test accuracy {record['test_accuracy']:.4f}; results in {args.results}")
+    write_results(
+        args,
+        RECIPE,
+        progress.times,
+        [float(loss) for loss in history.history.get("loss", [])],
+        first={"processes": jax.process_count()},
+        last={"resumed_from_epoch": initial_epoch},
+        replicas=replicas,
+        device_type=device_type,
+        precision=precision,
+        global_batch=global_batch,
+        test_accuracy=float(accuracy),
+        test_examples=len(x_test) // global_batch * global_batch,  # whole batches
+        steps=steps,
+        steps_this_run=steps - progress.start_step,
+        steps_per_epoch=len(x_train) // global_batch,
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "EXAMPLES": 192,
         "GLOBAL_BATCH": 32,
         "STEPS": 4,
-        "MESSAGE_BYTES": [4096, 65536],
+        "MESSAGE_BYTES": [4096, 2**20, 2**22],
     },
     "15_troubleshooting": {"GLOBAL_BATCH": 128},
 }
