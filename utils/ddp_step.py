@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from utils.checks import check_int
+from utils.compare import max_abs_difference
 from utils.pytorch_ddp import join_process_group, load_data, make_model
 from utils.sharding import collectives, rank_part, step_batches
 
@@ -152,9 +153,8 @@ def all_reduce_worker(
                     results[mode] = {"first step": list(log)}
             trained[mode] = [w.detach().cpu() for w in weights]
         for mode in MODES:
-            results[mode]["difference from DDP"] = max(
-                (a - b).abs().max().item()
-                for a, b in zip(trained[mode], trained["DDP"])
+            results[mode]["difference from DDP"] = max_abs_difference(
+                trained[mode], trained["DDP"]
             )
         if rank == 0:
             (out / "all_reduce.json").write_text(json.dumps(results))
@@ -311,9 +311,8 @@ def compression_worker(
             trained[name] = [w.detach().cpu() for w in model.parameters()]
             report[name] = {"bytes per step": sum(b for _, b in sent[-1])}
         for name in trained:
-            report[name]["difference"] = max(
-                (a - b).abs().max().item()
-                for a, b in zip(trained[name], trained["all-reduce (float32)"])
+            report[name]["difference"] = max_abs_difference(
+                trained[name], trained["all-reduce (float32)"]
             )
         if rank == 0:
             (out / "compression.json").write_text(json.dumps(report))
