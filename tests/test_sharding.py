@@ -66,11 +66,17 @@ def test_collectives_are_read_with_the_size_of_the_whole_tensor():
         event("gloo:all_reduce", [8]),  # gloo's work inside the reduce-scatter
         event("c10d::allreduce_", [], []),
         event("gloo:all_reduce", [12]),
+        event("c10d::allreduce_", [], []),  # gloo's thread starts it after the next one
+        event("c10d::allreduce_", [], []),
+        event("gloo:all_reduce", [5]),
+        event("gloo:all_reduce", [3]),
     ]
     assert collectives(events) == [
         ("all-gather", 8),
         ("reduce-scatter", 8),
         ("all-reduce", 12),
+        ("all-reduce", 5),
+        ("all-reduce", 3),
     ]
 
 

@@ -195,17 +195,20 @@ def collectives(events) -> list[tuple[str, int]]:
     (kind, elements of the whole tensor). Introduced in chapter 13.
 
     c10d records an all-reduce of a list of tensors without their shapes; the backend's own
-    event inside it (`gloo:all_reduce`, `nccl:all_reduce`) has them."""
-    found, in_all_reduce = [], False
+    event (`gloo:all_reduce`, `nccl:all_reduce`) has them. That event can start after the
+    next all-reduce was launched (gloo runs it on a thread of its own), so each one is
+    matched with the oldest all-reduce still waiting; one with none waiting is gloo's work
+    inside a reduce-scatter."""
+    found, waiting = [], 0
     for event in events:
         if event.name in _GATHER_SCATTER:
             kind, argument = _GATHER_SCATTER[event.name]
             found.append((kind, torch.Size(event.input_shapes[argument]).numel()))
         elif event.name == "c10d::allreduce_":
-            in_all_reduce = True
-        elif in_all_reduce and event.name.endswith(":all_reduce"):
+            waiting += 1
+        elif waiting and event.name.endswith(":all_reduce"):
             found.append(("all-reduce", torch.Size(event.input_shapes[0]).numel()))
-            in_all_reduce = False
+            waiting -= 1
     return found
 
 
