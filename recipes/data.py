@@ -1,5 +1,6 @@
-"""Data and results for the recipes: the bundled digits or your own image folder, and one
-JSON line of results per run. Copy this file with the recipe you use."""
+"""What every recipe shares: the bundled digits or your own image folder, the held-out test
+split, the warm-up's length, and one JSON line of results per run. Copy this file with the
+recipe you use."""
 
 from __future__ import annotations
 
@@ -53,6 +54,29 @@ def load_image_folder(folder: str | Path, size: int = 28) -> tuple[np.ndarray, n
 def load(images_folder: str | None) -> tuple[np.ndarray, np.ndarray]:
     """`--images FOLDER` if given, else the bundled digits."""
     return load_image_folder(images_folder) if images_folder else load_digits()
+
+
+def split_test(
+    images: np.ndarray, labels: np.ndarray, fraction: float = 0.1
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """(train images, labels), (test images, labels): the first `fraction` of the (shuffled)
+    examples is the test set, at least one example, and at least one is left to train on."""
+    n_test = min(max(1, round(len(labels) * fraction)), len(labels) - 1)
+    return (images[n_test:], labels[n_test:]), (images[:n_test], labels[:n_test])
+
+
+def warmup_length(requested: int, total_steps: int, log=print) -> int:
+    """The warm-up, at most a quarter of the run's steps: with many devices a small dataset
+    has few steps per epoch, and a warm-up longer than the run would never reach the
+    learning rate the linear rule asks for. `log`s it when it shortens it."""
+    steps = min(requested, total_steps // 4)
+    if steps < requested:
+        log(
+            f"warm-up shortened from {requested} to {steps} steps, a quarter of the "
+            f"{total_steps} steps of this run (more --epochs or a smaller batch give more)",
+            flush=True,
+        )
+    return steps
 
 
 def append_result(path: str | Path, record: dict) -> None:

@@ -13,7 +13,11 @@ import signal
 import sys
 import time
 
-from data import append_result, load  # recipes/data.py, beside this file
+from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside this
+
+#: Signals that ask a job to stop soon: Slurm and Kubernetes send SIGTERM some seconds
+#: before they kill a job (Slurm can send SIGUSR1 earlier: sbatch --signal=USR1@120).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -75,10 +79,10 @@ def check_args(args: argparse.Namespace, at_least_one, *rules) -> argparse.Names
 
 
 def split(args):
-    """(train images, train labels), (test images, test labels): the last 10% is the test."""
+    """(train images, train labels), (test images, test labels): the first 10% is the test,
+    as in the PyTorch recipes."""
     images, labels = load(args.images)
-    cut = len(images) - max(1, len(images) // 10)
-    train, test = (images[:cut], labels[:cut]), (images[cut:], labels[cut:])
+    train, test = split_test(images, labels)
     if args.limit_examples:
         train = tuple(a[: args.limit_examples] for a in train)
         test = tuple(a[: args.limit_examples] for a in test)
@@ -112,7 +116,8 @@ def choose_precision(tf, requested: str) -> str:
 
 
 def setup_training(tf, keras, args, replicas: int, train_examples: int):
-    """(global batch, precision, peak LR): checks the batch fits, seeds, sets the policy."""
+    """(global batch, precision, peak LR, warm-up steps): checks the batch fits, seeds, sets
+    the policy."""
     global_batch = args.batch_per_replica * replicas
     if global_batch > train_examples:
         raise SystemExit(
@@ -126,7 +131,8 @@ def setup_training(tf, keras, args, replicas: int, train_examples: int):
     precision = choose_precision(tf, args.precision)
     keras.mixed_precision.set_global_policy(precision)
     peak_lr = args.base_lr * global_batch / args.base_batch  # the linear rule
-    return global_batch, precision, peak_lr
+    total_steps = args.epochs * (train_examples // global_batch)
+    return global_batch, precision, peak_lr, warmup_length(args.warmup_steps, total_steps)
 
 
 def build_model(keras, num_classes: int, seed: int):
@@ -169,16 +175,17 @@ def steps_done(optimizer) -> int:
 class CustomLoop:
     """A strategy's custom training loop that resumes mid-epoch (tf_custom_loop.py and
     tf_multiworker.py): the model, optimizer and checkpointed epoch and step, the data of
-    each epoch, the distributed steps, the loop with its SIGTERM stop, and the test."""
+    each epoch, the distributed steps, the loop with its stop on a signal, and the test.
+    `schedule` is (peak learning rate, warm-up steps)."""
 
-    def __init__(self, tf, keras, strategy, args, data, num_classes, global_batch, precision, lr):
+    def __init__(
+        self, tf, keras, strategy, args, data, num_classes, global_batch, precision, schedule
+    ):
         self.tf, self.strategy, self.args, self.global_batch = tf, strategy, args, global_batch
         (self.x_train, self.y_train), (self.x_test, self.y_test) = data
         with strategy.scope():
             self.model = build_model(keras, num_classes, args.seed)
-            optimizer = keras.optimizers.SGD(
-                warmup_schedule(keras, lr, args.warmup_steps), momentum=0.9
-            )
+            optimizer = keras.optimizers.SGD(warmup_schedule(keras, *schedule), momentum=0.9)
             if precision == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)  # before the first distributed step
@@ -186,8 +193,13 @@ class CustomLoop:
             self.test_accuracy = keras.metrics.SparseCategoricalAccuracy()
         self.epoch_var = tf.Variable(0, dtype=tf.int64)  # the next epoch to train
         self.step_var = tf.Variable(0, dtype=tf.int64)  # batches of that epoch already trained
+        self.batch_var = tf.Variable(global_batch, dtype=tf.int64)  # ... of this global batch
         self.checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=optimizer, epoch=self.epoch_var, step=self.step_var
+            model=self.model,
+            optimizer=optimizer,
+            epoch=self.epoch_var,
+            step=self.step_var,
+            batch=self.batch_var,
         )
         self.options = tf.data.Options()
         self.options.experimental_distribute.auto_shard_policy = (
@@ -236,12 +248,21 @@ class CustomLoop:
         )
 
     def train(self, save):
-        """Train to --epochs, `save()` (returns the path) after each epoch; on SIGTERM save
-        after the step in progress and exit 0. Returns (step times, epoch losses, steps
-        done before this run)."""
+        """Train to --epochs, `save()` (returns the path) after each epoch; on SIGTERM or
+        SIGUSR1 save after the step in progress and exit 0. Returns (step times, epoch
+        losses, steps done before this run)."""
         tf, args, epoch_var, step_var = self.tf, self.args, self.epoch_var, self.step_var
+        if int(self.batch_var) != self.global_batch:  # resumed with more or fewer replicas
+            print(
+                f"the checkpoint's global batch was {int(self.batch_var)}, this run's is "
+                f"{self.global_batch}: epoch {int(epoch_var) + 1} runs from its first batch",
+                flush=True,
+            )
+            step_var.assign(0)
+            self.batch_var.assign(self.global_batch)
         stop_requested = []
-        signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.append(signum))
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: stop_requested.append(signum))
 
         step_times, epoch_losses, done = [], [], steps_done(self.optimizer)
         while int(epoch_var) < args.epochs:
@@ -258,17 +279,17 @@ class CustomLoop:
                 if stops > 0:
                     path = save()
                     print(
-                        f"SIGTERM: saved {path} at epoch {epoch}, batch {int(step_var)}; "
-                        "run the same command to resume",
+                        f"stop signal: saved {path} at epoch {epoch + 1}, batch "
+                        f"{int(step_var)}; run the same command to resume",
                         flush=True,
                     )
                     sys.exit(0)
             epoch_var.assign_add(1)
             step_var.assign(0)
             save()
-            mean = sum(losses) / max(1, len(losses))
-            epoch_losses.append(mean)
-            print(f"epoch {epoch + 1}/{args.epochs}: loss {mean:.4f}", flush=True)
+            if losses:  # none when a stop came after the epoch's last batch
+                epoch_losses.append(sum(losses) / len(losses))
+                print(f"epoch {epoch + 1}/{args.epochs}: loss {epoch_losses[-1]:.4f}", flush=True)
         return step_times, epoch_losses, done
 
     def evaluate(self) -> None:

@@ -2,15 +2,17 @@
 
 Launch (the program uses every GPU it sees, or 2 simulated CPU replicas without one):
 
-    1 GPU:             python recipes/tf_custom_loop.py --epochs 10 --batch-per-replica 256
-    8 GPUs, 1 machine: python recipes/tf_custom_loop.py --epochs 10 --batch-per-replica 256
-                       (CUDA_VISIBLE_DEVICES=0,1,2,3 picks GPUs; the global batch follows)
+    1 GPU:             python recipes/tf_custom_loop.py --epochs 10
+    8 GPUs, 1 machine: python recipes/tf_custom_loop.py --epochs 40
+                       (CUDA_VISIBLE_DEVICES=0,1,2,3 picks GPUs; the global batch follows;
+                       the 4,500 training digits are 8 steps an epoch at 64 x 8)
     2 machines:        MirroredStrategy is one machine: use recipes/tf_multiworker.py.
 
-Run the same command again after a crash or a SIGTERM: it restores model, optimizer, epoch
+Run the same command again after a crash or a stop: it restores model, optimizer, epoch
 and step from --out/checkpoints and continues from the batch it stopped at (each epoch's
-order is a function of --seed and the epoch). On SIGTERM (a scheduler's preemption) it saves
-a checkpoint after the step in progress and exits 0.
+order is a function of --seed and the epoch; with another number of replicas, from the
+epoch's first batch). On SIGTERM or SIGUSR1 (a scheduler's preemption) it saves a checkpoint
+after the step in progress and exits 0.
 
 Chapters: 4 (custom loops, compute_average_loss), 8 (input pipeline), 9 (checkpoints,
 resuming mid-epoch), 12 (linear LR rule, warm-up, mixed precision).
@@ -58,17 +60,17 @@ def main(argv=None) -> None:
     devices, device_type = setup_mirrored_devices(tf, args)
     strategy = tf.distribute.MirroredStrategy(devices)
     replicas = strategy.num_replicas_in_sync
-    global_batch, precision, peak_lr = setup_training(tf, keras, args, replicas, len(train[0]))
+    global_batch, precision, *schedule = setup_training(tf, keras, args, replicas, len(train[0]))
     steps_per_epoch = len(train[0]) // global_batch
 
     loop = CustomLoop(
-        tf, keras, strategy, args, (train, test), num_classes, global_batch, precision, peak_lr
+        tf, keras, strategy, args, (train, test), num_classes, global_batch, precision, schedule
     )
     manager = tf.train.CheckpointManager(loop.checkpoint, Path(args.out) / "checkpoints", 2)
     if manager.latest_checkpoint:
         loop.checkpoint.restore(manager.latest_checkpoint).assert_consumed()
         print(
-            f"resumed from {manager.latest_checkpoint}: epoch {int(loop.epoch_var)}, "
+            f"resumed from {manager.latest_checkpoint}: epoch {int(loop.epoch_var) + 1}, "
             f"batch {int(loop.step_var)}",
             flush=True,
         )

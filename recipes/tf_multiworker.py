@@ -6,7 +6,7 @@ uses every GPU it sees (or its CPU). Keras `fit` fails under this strategy in Ke
 
     1 GPU:             TF_CONFIG='{"cluster": {"worker": ["localhost:12345"]},
                          "task": {"type": "worker", "index": 0}}' \
-                       python recipes/tf_multiworker.py --epochs 10 --batch-per-replica 256
+                       python recipes/tf_multiworker.py --epochs 10
     8 GPUs, 1 machine: the same command (one worker, 8 replicas); recipes/tf_custom_loop.py
                        with MirroredStrategy does the same job with no TF_CONFIG.
     2 machines:        on 10.0.0.1:
@@ -19,8 +19,8 @@ uses every GPU it sees (or its CPU). Keras `fit` fails under this strategy in Ke
 Give --out on storage every machine sees (NFS, gs://...): every worker restores from the
 chief's checkpoints, and writes its own to a temporary folder that it deletes (TensorFlow's
 multi-worker checkpoint pattern; saving may need every worker). Only the chief keeps the
-checkpoints, the final weights and the results line. On SIGTERM on any worker, all stop
-after the same step, save, and exit 0; run the same commands to resume mid-epoch.
+checkpoints, the final weights and the results line. On SIGTERM or SIGUSR1 on any worker,
+all stop after the same step, save, and exit 0; run the same commands to resume mid-epoch.
 
 Chapters: 4 (custom loops), 8 (input pipeline, sharding), 9 (checkpoints), 11
 (MultiWorkerMirroredStrategy, TF_CONFIG), 12 (linear LR rule, warm-up, mixed precision).
@@ -112,11 +112,11 @@ def main(argv=None) -> None:
     device_type = setup_devices(tf, args)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()  # reads TF_CONFIG; waits for all
     replicas = strategy.num_replicas_in_sync
-    global_batch, precision, peak_lr = setup_training(tf, keras, args, replicas, len(train[0]))
+    global_batch, precision, *schedule = setup_training(tf, keras, args, replicas, len(train[0]))
     steps_per_epoch = len(train[0]) // global_batch
 
     loop = CustomLoop(
-        tf, keras, strategy, args, (train, test), num_classes, global_batch, precision, peak_lr
+        tf, keras, strategy, args, (train, test), num_classes, global_batch, precision, schedule
     )
     chief_dir = os.path.join(args.out, "checkpoints")  # every worker restores from here
     own_dir = chief_dir if is_chief else os.path.join(args.out, f"temp_{task_type}{task_index}")
@@ -125,7 +125,7 @@ def main(argv=None) -> None:
     if latest:
         loop.checkpoint.restore(latest).assert_consumed()
         print(
-            f"resumed from {latest}: epoch {int(loop.epoch_var)}, batch {int(loop.step_var)}",
+            f"resumed from {latest}: epoch {int(loop.epoch_var) + 1}, batch {int(loop.step_var)}",
             flush=True,
         )
 

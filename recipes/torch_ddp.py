@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from data import append_result, load  # recipes/data.py, beside this file
+from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside this
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -133,6 +133,11 @@ def make_parser(recipe: str, description: str) -> argparse.ArgumentParser:
         default="auto",
         help="auto: bfloat16 on GPUs that have it in hardware, else float32",
     )
+    add(
+        "--deterministic",
+        action="store_true",
+        help="only deterministic kernels: the same weights from the same run (slower on GPUs)",
+    )
     add("--log-every", type=_at_least(1), default=20, help="print the loss every N steps")
     add("--max-steps", type=_at_least(1), help="stop after this many steps in all (tests)")
     add("--limit-examples", type=_at_least(2), help="use only the first N examples (tests)")
@@ -195,10 +200,14 @@ def choose_precision(requested: str, device: torch.device) -> str:
     return requested
 
 
-def seed_everything(seed: int) -> None:
-    """Same initial weights on every process, and reproducible runs."""
-    np.random.seed(seed)
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """Same initial weights on every process, and reproducible runs; with `deterministic`,
+    only deterministic kernels (cuDNN and cuBLAS have faster ones that are not)."""
     torch.manual_seed(seed)  # the CPU's and every GPU's generator
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
 
 
 # ---- data and model -----------------------------------------------------------------------
@@ -209,10 +218,12 @@ def datasets(args: argparse.Namespace, world_size: int) -> tuple[TensorDataset, 
     images, labels = load(args.images)
     if args.limit_examples:
         images, labels = images[: args.limit_examples], labels[: args.limit_examples]
-    n_test = min(max(1, round(len(labels) * args.test_fraction)), len(labels) - 1)
-    x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
-    y = torch.from_numpy(labels)
-    train, test = TensorDataset(x[n_test:], y[n_test:]), TensorDataset(x[:n_test], y[:n_test])
+    train, test = (
+        TensorDataset(
+            torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))), torch.from_numpy(y)
+        )
+        for x, y in split_test(images, labels, args.test_fraction)
+    )
     global_batch = args.batch_per_device * world_size
     if global_batch > len(train):
         raise SystemExit(
@@ -325,10 +336,14 @@ class DDPTraining:
             _atomic_write(self.checkpoint, lambda file: torch.save(state, file))
         dist.barrier()  # every rank knows the checkpoint is complete
 
-    def restore(self, model, optimizer, scheduler) -> dict | None:
-        """Load the checkpoint, if there is one, on every rank; return its progress."""
+    def latest(self) -> str | None:
+        """What this rank sees to resume from: the checkpoint's modification time, or None."""
         if not self.checkpoint.exists():
             return None
+        return f"{self.checkpoint.name} of {self.checkpoint.stat().st_mtime_ns}"
+
+    def restore(self, model, optimizer, scheduler) -> dict:
+        """Load the checkpoint on every rank; return its progress."""
         state = torch.load(self.checkpoint, map_location=self.device, weights_only=True)
         model.module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -352,6 +367,20 @@ def _atomic_write(path: Path, write) -> None:
 
 
 # ---- training -------------------------------------------------------------------------------
+
+
+def agreed_checkpoint(training) -> bool:
+    """Whether there is a checkpoint to resume from, once every rank has said which one it
+    sees: ranks that see different ones (an --out that is not shared, a stale network
+    file system) would load different states, or wait for each other forever."""
+    seen = [None] * dist.get_world_size()
+    dist.all_gather_object(seen, training.latest())
+    if len(set(seen)) > 1:
+        raise SystemExit(
+            f"the processes see different checkpoints in {training.out} (rank by rank: "
+            f"{seen}): --out must be one folder that every machine shares."
+        )
+    return seen[0] is not None
 
 
 @torch.no_grad()
@@ -386,10 +415,14 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
     lr = args.lr * global_batch / args.base_batch  # the linear rule
     classes = int(torch.cat([train.tensors[1], test.tensors[1]]).max()) + 1
 
-    seed_everything(args.seed)
+    steps_per_epoch = len(train) // world_size // args.batch_per_device
+    max_steps = args.max_steps or args.epochs * steps_per_epoch
+    warmup_steps = warmup_length(args.warmup_steps, max_steps, log)
+
+    seed_everything(args.seed, args.deterministic)
     model = training.wrap(SmallCNN(classes).to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    scheduler = warmup(optimizer, args.warmup_steps)
+    scheduler = warmup(optimizer, warmup_steps)
     sampler = ResumableSampler(
         train, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed, drop_last=True
     )
@@ -403,9 +436,10 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         persistent_workers=args.num_workers > 0,
         worker_init_fn=_ignore_stop_signals,
     )
-    steps_per_epoch = len(train) // world_size // args.batch_per_device
 
-    progress = training.restore(model, optimizer, scheduler)
+    progress = (
+        training.restore(model, optimizer, scheduler) if agreed_checkpoint(training) else None
+    )
     epoch, step, done = 0, 0, 0  # epoch, step within it, steps in all
     if progress:
         epoch, step, done = progress["epoch"], progress["step"], progress["global_step"]
@@ -424,10 +458,9 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         f"{training.recipe}: {world_size} process(es) on {device.type}, {training.precision}; "
         f"global batch {global_batch} = {args.batch_per_device} x {world_size}; learning "
         f"rate {lr:g} = {args.lr:g} x {global_batch}/{args.base_batch}, warm-up "
-        f"{args.warmup_steps} steps; {len(train)} training, {len(test)} test examples",
+        f"{warmup_steps} steps; {len(train)} training, {len(test)} test examples",
         flush=True,
     )
-    max_steps = args.max_steps or args.epochs * steps_per_epoch
     step_times, epoch_losses, steps_this_run, stopped = [], [], 0, False
     test_loss = test_accuracy = float("nan")
     while epoch < args.epochs and done < max_steps and not stopped:
@@ -497,7 +530,7 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         )
         return
     mean_step = sum(step_times) / len(step_times) if step_times else None
-    record_ = {
+    results = {
         "recipe": training.recipe,
         "world_size": world_size,
         "nodes": world_size // int(os.environ["LOCAL_WORLD_SIZE"]),
@@ -519,7 +552,7 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         "steps_per_epoch": steps_per_epoch,
     }
     if rank == 0:
-        append_result(args.results, record_)
+        append_result(args.results, results)
         print(f"results appended to {args.results}; weights in {training.out / 'model.pt'}")
 
 

@@ -18,11 +18,11 @@ Where the book explains each part:
 - everything else (torchrun and machines, checkpoints and SIGTERM, the learning-rate rule
   and warm-up): as in torch_ddp.py, chapters 7, 9, 10 and 12
 
-Checkpoints are folders `OUT/checkpoint-epochE-stepS`; `OUT/latest` names the newest
-complete one. A run started again with the same --out resumes from it: exactly where it
-stopped with the same number of processes; with another, Distributed Checkpoint splits the
-state anew and the epoch runs from its first step. Rank 0 also writes the whole trained
-weights to `OUT/model.pt`.
+Checkpoints are folders `OUT/checkpoint-STEPS-epochE-S` (steps in all, then the epoch
+and the step in it); `OUT/latest` names the newest complete one. A run started again with
+the same --out resumes from it: exactly where it stopped with the same number of processes;
+with another, Distributed Checkpoint splits the state anew and the epoch runs from its first
+step. Rank 0 also writes the whole trained weights to `OUT/model.pt`.
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ class FSDPTraining(DDPTraining):
     def save(self, model, optimizer, scheduler, progress: dict) -> None:
         """Every rank writes its shards into a new folder; once all have, rank 0 points
         `latest` at it (an atomic rename) and removes the older folders."""
+        # the steps in all only grow, so a new checkpoint never overwrites the last one
+        name = f"checkpoint-{progress['global_step']}-epoch{progress['epoch']}-{progress['step']}"
         model_state, optimizer_state = get_state_dict(model, optimizer)
-        name = f"checkpoint-epoch{progress['epoch']}-step{progress['step']}"
         state = {
             "model": model_state,
             "optimizer": optimizer_state,
@@ -87,11 +88,13 @@ class FSDPTraining(DDPTraining):
                     shutil.rmtree(old, ignore_errors=True)
         dist.barrier()
 
-    def restore(self, model, optimizer, scheduler) -> dict | None:
-        """Each rank reads its shards of the checkpoint `latest` names, if there is one."""
+    def latest(self) -> str | None:
+        """The checkpoint folder `OUT/latest` names, if there is one."""
         latest = self.out / "latest"
-        if not latest.exists():
-            return None
+        return latest.read_text().strip() if latest.exists() else None
+
+    def restore(self, model, optimizer, scheduler) -> dict:
+        """Each rank reads its shards of the checkpoint `latest` names."""
         model_state, optimizer_state = get_state_dict(model, optimizer)
         state = {
             "model": model_state,
@@ -99,7 +102,7 @@ class FSDPTraining(DDPTraining):
             "scheduler": scheduler.state_dict(),
             "progress": {"epoch": 0, "step": 0, "global_step": 0, "world_size": 0},
         }
-        dcp.load(state, checkpoint_id=self.out / latest.read_text().strip())
+        dcp.load(state, checkpoint_id=self.out / self.latest())
         set_state_dict(
             model,
             optimizer,

@@ -7,6 +7,7 @@ order), and a GPU machine's GPUs would be shared by the suite's processes.
 """
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -107,6 +108,8 @@ def test_help_explains_every_flag():
             "is not in its cluster",
         ),
         ("tf_mirrored_fit", ["--limit-examples", "20"], {}, "is larger than the 20 training"),
+        ("keras_jax", ["--limit-examples", "20"], {}, "needs at least as many training"),
+        ("keras_jax", ["--coordinator", "localhost:1"], {}, "--coordinator needs --num-processes"),
     ],
 )
 def test_a_wrong_launch_says_what_to_do(tmp_path, recipe, extra, env, message):
@@ -127,12 +130,13 @@ def test_custom_loop_sigterm_mid_epoch_then_resume_is_exact(tmp_path):
         command("tf_custom_loop", whole, deterministic),
         command("tf_custom_loop", parts, deterministic, "--signal-self-at-step", signal_at),
     )  # run_processes checks that both exited with 0
-    assert f"saved {parts / 'checkpoints'}" in outputs[1] and "at epoch 1, batch 6;" in outputs[1]
+    assert f"saved {parts / 'checkpoints'}" in outputs[1] and "at epoch 2, batch 6;" in outputs[1]
     assert not results(parts)  # stopped: no results line yet
+    shutil.copytree(parts / "checkpoints", tmp_path / "wider" / "checkpoints")  # for below
     check_trained(results(whole)[0], "tf_custom_loop")
 
     resumed = run(command("tf_custom_loop", parts, deterministic))[0]
-    assert "epoch 1, batch 6" in resumed
+    assert "epoch 2, batch 6" in resumed
     record = results(parts)[0]
     assert record["steps"] == 3 * STEPS_PER_EPOCH == results(whole)[0]["steps"]
     assert record["steps_this_run"] == 3 * STEPS_PER_EPOCH - (STEPS_PER_EPOCH + 6)
@@ -140,6 +144,12 @@ def test_custom_loop_sigterm_mid_epoch_then_resume_is_exact(tmp_path):
     assert final.keys() == expected.keys() and len(final) == 6
     for name in expected:
         np.testing.assert_array_equal(final[name], expected[name], err_msg=name)
+
+    # the stopped run's checkpoint, resumed on 4 replicas: its position counted batches of
+    # 32, so epoch 2 starts again from its first batch (of 64)
+    wider = run(command("tf_custom_loop", tmp_path / "wider", "--cpu-replicas", "4"))[0]
+    assert "global batch was 32, this run's is 64: epoch 2 runs from its first batch" in wider
+    assert results(tmp_path / "wider")[0]["steps_this_run"] == 2 * 512 // 64
 
 
 def test_mirrored_fit_resumes_at_the_epoch_boundary(tmp_path):
@@ -167,23 +177,41 @@ def test_mirrored_fit_resumes_at_the_epoch_boundary(tmp_path):
     assert not backup.exists()  # deleted once fit finished
 
 
-def test_keras_jax_trains_and_checkpoints_each_epoch(tmp_path):
-    """One run (JAX is slow to start; its resume is a load_weights at an epoch boundary, as
-    fit's above): 2 simulated CPU devices, and a checkpoint named by the epoch file."""
+def test_keras_jax_killed_after_an_epoch_resumes_at_its_end(tmp_path):
+    """2 simulated CPU devices; killed (SIGKILL) after epoch 1, started again: the weights
+    and optimizer of epoch 1 come back, and fit trains epochs 2 and 3 only."""
     out = tmp_path / "jax"
-    run(command("keras_jax", out))
+    with pytest.raises(RuntimeError, match="exited with code -9"):
+        run(command("keras_jax", out, "--kill-after-epoch", "1"))
+    assert json.loads((out / "checkpoint.json").read_text())["epoch"] == 1
+    assert any(name.startswith("optimizer") for name in weights(out / "epoch-1.weights.h5"))
+
+    output = run(command("keras_jax", out))[0]
+    assert "resumed from epoch-1.weights.h5: epoch 1" in output
     record = results(out)[0]
     check_trained(record, "keras_jax")
-    assert record["steps"] == record["steps_this_run"] == 3 * STEPS_PER_EPOCH
-    assert record["resumed_from_epoch"] == 0 and record["processes"] == 1
+    assert record["resumed_from_epoch"] == 1 and len(record["loss_per_epoch"]) == 2
+    assert record["steps"] == 3 * STEPS_PER_EPOCH  # the optimizer's count came back
+    assert record["steps_this_run"] == 2 * STEPS_PER_EPOCH and record["processes"] == 1
+    assert record["loss_per_epoch"][0] < 2.0  # a fresh model's first epoch: about 2.26
     pointer = json.loads((out / "checkpoint.json").read_text())
     assert pointer == {"epoch": 3, "weights": "epoch-3.weights.h5"}
-    saved = weights(out / pointer["weights"])
-    assert any(name.startswith("optimizer") for name in saved)  # resumes its state too
     assert sorted(p.name for p in out.glob("*.weights.h5")) == [
         "epoch-3.weights.h5",
         "final.weights.h5",
     ]  # older epochs' files deleted
+
+
+def test_keras_jax_on_eight_devices_evaluates_whole_batches_of_the_test_set(tmp_path):
+    """64 per device on 8 devices: a global batch of 512, more than the 500 test examples;
+    they are evaluated in batches of 496, and the warm-up fits in the one step there is."""
+    out = tmp_path / "jax8"
+    extra = ["--epochs", "1", "--cpu-devices", "8", "--batch-per-replica", "64"]
+    output = run(command("keras_jax", out, *extra))[0]
+    assert "warm-up shortened from 2 to 0 steps, a quarter of the 1 steps" in output
+    (record,) = results(out)
+    assert record["replicas"] == 8 and record["global_batch"] == 512
+    assert record["test_examples"] == 496 and record["steps"] == 1
 
 
 def test_multiworker_two_workers_only_the_chief_writes(tmp_path):

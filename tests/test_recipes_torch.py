@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ CPU = {"CUDA_VISIBLE_DEVICES": ""}  # CPU processes with gloo, even on a GPU mac
 # 461 training examples, 8 per process: 28 steps per epoch
 TINY = (
     "--epochs 2 --limit-examples 512 --batch-per-device 8 --lr 0.05 --base-batch 16 "
-    "--warmup-steps 5 --num-workers 1 --log-every 1 --seed 3"
+    "--warmup-steps 5 --num-workers 1 --log-every 1 --seed 3 --deterministic"
 ).split()
 STEPS_PER_EPOCH = 28
 KEYS = {
@@ -178,6 +179,7 @@ def test_help_lists_the_flags(recipe):
         "--max-steps",
         "--precision",
         "--limit-examples",
+        "--deterministic",
     ]:
         assert flag in result.stdout
 
@@ -223,6 +225,35 @@ def test_more_processes_than_gpus_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert recipe.choose_device(0, 8) == torch.device("cpu")
     assert recipe.choose_precision("auto", torch.device("cpu")) == "fp32"
+
+
+def test_processes_that_see_different_checkpoints_are_stopped(monkeypatch, tmp_path):
+    """A rank that sees another checkpoint (an --out that is not shared) would train from
+    other weights, or wait forever for FSDP's collectives: every rank stops instead."""
+    recipe = _recipe("torch_ddp")
+    seen_by_rank = ["checkpoint.pt of 1700000000", None]
+    monkeypatch.setattr(recipe.dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(
+        recipe.dist,
+        "all_gather_object",
+        lambda seen, mine: seen.__setitem__(slice(None), seen_by_rank),
+    )
+    training = SimpleNamespace(out=tmp_path, latest=lambda: None)
+    with pytest.raises(SystemExit, match="--out must be one folder that every machine shares"):
+        recipe.agreed_checkpoint(training)
+    seen_by_rank = [None, None]
+    assert recipe.agreed_checkpoint(training) is False
+
+
+def test_a_warm_up_longer_than_a_quarter_of_the_run_is_shortened():
+    data = _recipe("data")
+    said = []
+    assert data.warmup_length(50, 40, lambda text, flush: said.append(text)) == 10
+    assert said == [
+        "warm-up shortened from 50 to 10 steps, a quarter of the 40 steps of this run "
+        "(more --epochs or a smaller batch give more)"
+    ]
+    assert data.warmup_length(5, 56, print) == 5 and len(said) == 1
 
 
 def _results_table():
