@@ -135,15 +135,16 @@ def test_internal_links_resolve(opened, page_name):
 
 @pytest.mark.parametrize("page_name", PAGES)
 def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_name):
-    """On laptop screens 1280 and 1440 pixels wide, no code cell, output or table scrolls
-    sideways (_static/fit-code.css: below 1440 px code is smaller and names in tables break)."""
+    """On laptop screens 1280 and 1440 pixels wide, no code cell, output, code block or
+    table scrolls sideways (_static/fit-code.css: below 1440 px code is smaller and names in tables break)."""
     page = opened(page_name)
     try:
         for width in (1280, LAPTOP_SCREEN["width"]):
             page.set_viewport_size({**LAPTOP_SCREEN, "width": width})
             overflowing = page.evaluate(
                 "Array.from(document.querySelectorAll("
-                "'div.cell div.cell_input pre, div.cell div.cell_output pre'))"
+                "'div.cell div.cell_input pre, div.cell div.cell_output pre, "
+                "article div.highlight pre'))"
                 ".filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
                 ".map(pre => pre.textContent.split('\\n')"
                 ".reduce((a, b) => a.length > b.length ? a : b))"

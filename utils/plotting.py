@@ -196,7 +196,7 @@ def draw_mirrored_strategy(
         axis,
         n / 2,
         0.55,
-        f"3. strategy.reduce({reduction}): one {value}, {reduced:.4f}",
+        f"3. strategy.reduce({reduction}) of the {value}s: {reduced:.4f}",
         _ORANGE,
     )
     axis.text(-0.08, 0.55, "one value\nback", ha="right", va="center", fontsize=9)
