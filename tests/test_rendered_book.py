@@ -136,7 +136,8 @@ def test_internal_links_resolve(opened, page_name):
 @pytest.mark.parametrize("page_name", PAGES)
 def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_name):
     """On laptop screens 1280 and 1440 pixels wide, no code cell, output, code block or
-    table scrolls sideways (_static/fit-code.css: below 1440 px code is smaller and names in tables break)."""
+    table scrolls sideways (_static/fit-code.css: below 1440 px code is smaller and names
+    in tables break)."""
     page = opened(page_name)
     try:
         for width in (1280, LAPTOP_SCREEN["width"]):
