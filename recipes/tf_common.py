@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 
-from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside this
+from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside it
 
 #: Signals that ask a job to stop soon: Slurm and Kubernetes send SIGTERM some seconds
 #: before they kill a job (Slurm can send SIGUSR1 earlier: sbatch --signal=USR1@120).

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside this
+from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside it
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
