@@ -31,13 +31,20 @@ import argparse
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 # recipes/tf_common.py and recipes/data.py: copy both beside this file (neither imports
 # TensorFlow or Keras: start_jax picks the JAX backend first)
 from data import warmup_length
-from tf_common import base_parser, build_model, check_args, split, warmup_schedule, write_results
+from tf_common import (
+    base_parser,
+    build_model,
+    check_args,
+    split,
+    step_timer,
+    warmup_schedule,
+    write_results,
+)
 
 RECIPE = "keras_jax"
 
@@ -153,24 +160,8 @@ def main(argv=None) -> None:
         print(f"resumed from {saved['weights']}: epoch {initial_epoch}", flush=True)
     is_writer = jax.process_index() == 0
 
-    class Progress(keras.callbacks.Callback):
-        """Checkpoint each epoch; steady-state step times (after each epoch's first)."""
-
-        def __init__(self):
-            super().__init__()
-            self.times, self.last = [], None
-
-        def on_train_begin(self, logs=None):
-            self.start_step = int(self.model.optimizer.iterations.numpy())
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.last = None
-
-        def on_train_batch_end(self, batch, logs=None):
-            now = time.perf_counter()
-            if self.last is not None:
-                self.times.append(now - self.last)
-            self.last = now
+    class Progress(step_timer(keras)):
+        """Checkpoint each epoch; where fit (re)started, and step times."""
 
         def on_epoch_end(self, epoch, logs=None):
             if is_writer:

@@ -167,6 +167,33 @@ def warmup_schedule(keras, peak: float, warmup_steps: int):
     return LinearWarmup()
 
 
+def step_timer(keras):
+    """A Keras callback class for `fit`: `start_step`, the optimizer's step count when `fit`
+    began (after any restore), `first_epoch`, the epoch it began with, and `times`, the
+    seconds of every step after each epoch's first."""
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.first_epoch, self.start_step, self.times, self.last = None, None, [], None
+
+        def on_train_begin(self, logs=None):
+            self.start_step = int(self.model.optimizer.iterations.numpy())
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if self.first_epoch is None:
+                self.first_epoch = epoch
+            self.last = None
+
+        def on_train_batch_end(self, batch, logs=None):
+            now = time.perf_counter()
+            if self.last is not None:
+                self.times.append(now - self.last)
+            self.last = now
+
+    return StepTimer
+
+
 def steps_done(optimizer) -> int:
     """The optimizer's update count (a mirrored variable under a strategy)."""
     return int(optimizer.iterations.value.numpy())

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ info lines
@@ -42,6 +41,7 @@ from tf_common import (  # noqa: E402
     setup_mirrored_devices,
     setup_training,
     split,
+    step_timer,
     warmup_schedule,
     write_results,
 )
@@ -92,26 +92,8 @@ def main(argv=None) -> None:
             steps_per_execution=1,  # > 1 fails under MirroredStrategy (keras#19246)
         )
 
-    class Progress(keras.callbacks.Callback):
-        """Where fit (re)started, and steady-state step times (after each epoch's first)."""
-
-        def __init__(self):
-            super().__init__()
-            self.first_epoch, self.start_step, self.times, self.last = None, None, [], None
-
-        def on_train_begin(self, logs=None):  # after BackupAndRestore's restore
-            self.start_step = int(self.model.optimizer.iterations.value.numpy())
-
-        def on_epoch_begin(self, epoch, logs=None):
-            if self.first_epoch is None:
-                self.first_epoch = epoch
-            self.last = None
-
-        def on_train_batch_end(self, batch, logs=None):
-            now = time.perf_counter()
-            if self.last is not None:
-                self.times.append(now - self.last)
-            self.last = now
+    class Progress(step_timer(keras)):
+        """Where fit (re)started (after BackupAndRestore's restore), and step times."""
 
         def on_epoch_end(self, epoch, logs=None):
             if epoch + 1 == args.kill_after_epoch:  # a preemption, for the tests
