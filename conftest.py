@@ -15,9 +15,12 @@ _nbval_sanitize = IPyNbCell.sanitize
 
 
 def _sanitize_for_the_output_policy(self, text):
-    """nbval's sanitizer, returning text whose `!=` follows tests/output_policy.py."""
+    """nbval's sanitizer, returning text whose `!=` follows tests/output_policy.py, with
+    the cell's `difference_bound` where its metadata gives one."""
     sanitized = _nbval_sanitize(self, text)
-    return TolerantText(sanitized) if isinstance(sanitized, str) else sanitized
+    if not isinstance(sanitized, str):
+        return sanitized
+    return TolerantText(sanitized, self.cell.metadata.get("difference_bound"))
 
 
 # nbval compares sanitized outputs with `!=`: this is how floats get a tolerance.
@@ -34,10 +37,11 @@ def pytest_xdist_auto_num_workers(config):
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--first-run-only",
+        "--full",
         action="store_true",
-        help="run each chapter once (no second run with other knobs): CI's "
-        "Colab-runtime step, which checks that every cell runs there",
+        help="the full proof (CI, and contributors before a change lands): also run each "
+        "chapter a second time with other knobs, and the tests marked `full` (papermill's "
+        "device counts, the recipes launched end to end, the rendered book in a browser)",
     )
 
 
@@ -116,16 +120,24 @@ def _runs_notebooks(item) -> bool:
     return item.nodeid.startswith((CHAPTERS, PAPERMILL_RUNS))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     """Do not compare stderr in notebooks (TensorFlow logs to it nondeterministically),
-    follow each notebook's cells with a second run of all of them, with other knobs (not
-    with --first-run-only), and start with the files that run chapters.
+    mark each chapter's items `chapter`, start with the files that run chapters, and
+    without --full leave out what only the full proof runs (tests marked `full`); with it,
+    follow each notebook's cells with a second run of all of them, with other knobs.
 
     pytest-xdist hands out whole files (pytest.ini: --dist loadfile, in collection order with
-    --no-loadscope-reorder). A chapter takes 15 s to 5 min and a unit-test file seconds, so
+    --no-loadscope-reorder). A chapter takes 15 s to 2 min and a unit-test file seconds, so
     with the chapters first the short files fill in at the end while the other worker
     finishes its last chapter, instead of one worker running a long chapter alone.
     """
+    full = config.getoption("full")
+    if not full:
+        left_out = [item for item in items if item.get_closest_marker("full")]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not item.get_closest_marker("full")]
     items.sort(key=lambda item: not _runs_notebooks(item))  # stable: files stay in order
     extended = []
     for position, item in enumerate(items):
@@ -133,14 +145,25 @@ def pytest_collection_modifyitems(session, config, items):
         notebook = getattr(item, "parent", None)
         if not hasattr(notebook, "skip_compare"):
             continue
+        item.add_marker("chapter")
         if "stderr" not in notebook.skip_compare:
             notebook.skip_compare = (*notebook.skip_compare, "stderr")
         following = items[position + 1] if position + 1 < len(items) else None
-        if config.getoption("first_run_only"):
-            continue
-        if getattr(following, "parent", None) is not notebook:
-            extended.append(RunAllAgain.from_parent(notebook, name="Run all again, other knobs"))
+        if full and getattr(following, "parent", None) is not notebook:
+            again = RunAllAgain.from_parent(notebook, name="Run all again, other knobs")
+            again.add_marker("chapter")
+            again.add_marker("full")
+            extended.append(again)
     items[:] = extended
+
+
+def pytest_report_header(config):
+    if not config.getoption("full"):
+        return (
+            "the reader's check: each chapter once, and the unit and structure tests "
+            "(the full proof: pytest --full, CONTRIBUTING.md)"
+        )
+    return None
 
 
 _SECONDS_BY_PART: dict[str, float] = {}

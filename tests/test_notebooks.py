@@ -9,6 +9,7 @@ import yaml
 
 from tests.helpers import NOTEBOOKS, ROOT, code_cells, load_notebook, source
 from tests.other_knobs import OTHER_KNOBS
+from tests.output_policy import printed_numbers
 from tools.run_chapters import CELL_METADATA, NOTEBOOK_METADATA
 
 REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
@@ -123,3 +124,49 @@ def test_outputs_come_from_one_clean_run(path):
     for cell in cells:
         for output in cell["outputs"]:
             assert output["output_type"] != "error", source(cell)[:80]
+
+
+def _asserted_comparisons(cell_source: str) -> tuple[set[float], bool]:
+    """The constants a cell's assertions bound a value by from above (`x < 1e-5`), and
+    whether one of them asserts a value exactly zero (`x == 0`)."""
+    bounds, exact = set(), False
+    if cell_source.startswith("%%"):  # a cell magic (%%writefile): not run as Python here
+        return bounds, exact
+    python = re.sub(r"(?m)^(\s*)[!%].*$", r"\1pass", cell_source)  # shell and line magics
+    for node in ast.walk(ast.parse(python)):
+        if not isinstance(node, ast.Assert):
+            continue
+        for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+            for op, right in zip(compare.ops, compare.comparators):
+                if not isinstance(right, ast.Constant) or isinstance(right.value, bool):
+                    continue
+                if isinstance(op, ast.Lt | ast.LtE):
+                    bounds.add(float(right.value))
+                exact |= isinstance(op, ast.Eq) and right.value == 0
+    return bounds, exact
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_printed_zeros_are_asserted_exact_or_bounded(path):
+    """Exactness lives in assertions (tests/output_policy.py). A cell that prints a zero in
+    scientific notation either asserts a result `== 0`, and its zero is compared exactly,
+    or gives the bound it asserts as its `difference_bound`, and any difference at most that
+    bound matches; a `difference_bound` is always one of the cell's asserted bounds."""
+    for cell in code_cells(load_notebook(path)):
+        bound = cell["metadata"].get("difference_bound")
+        bounds, exact = _asserted_comparisons(source(cell))
+        if bound is not None:
+            assert bound in bounds, f"difference_bound {bound} is not asserted: {bounds}"
+        zeros = [
+            token
+            for output in cell["outputs"]
+            for line in printed_text(output).splitlines()
+            for token, kind in printed_numbers(line)
+            if kind == "zero"
+        ]
+        if (
+            zeros
+            and bound is None
+            and not set(cell["metadata"].get("tags", [])) & {"nbval-ignore-output"}
+        ):
+            assert exact, f"prints {zeros} but asserts no `== 0`: {source(cell)[:200]}"

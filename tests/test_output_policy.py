@@ -1,6 +1,8 @@
 """The output policy (tests/output_policy.py) that nbval compares chapters with, tested both
 ways: what real runs on other settings printed must match, realistic regressions must not."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from tests.output_policy import (
@@ -41,12 +43,46 @@ MEASURED = [
     ("percent", "92.4", "89.3", "1 thread + oneDNN, chapter 12 cell 4: batch 256, lr x8"),
     ("percent", "92.1", "91.7", "1 thread, chapter 5 cell 12"),
     ("percent", "92.7", "92.6", "8 threads, chapter 1 cell 25"),
+    # 2 threads with oneDNN's kernels: TensorFlow's defaults, as typed, on a 2-core machine
+    # with AVX-512 VNNI (cells counted as nbval counts them, code cells from 0)
+    ("decimal", "0.4881", "0.488", "2 threads + oneDNN, chapter 3 cell 4: a loss share"),
+    ("decimal", "1.0361", "1.0360", "2 threads + oneDNN, chapter 3 cell 4: the summed loss"),
+    ("difference", "1e-05", "4e-05", "2 threads + oneDNN, chapter 3 cell 7: losses"),
+    ("difference", "5e-04", "4e-03", "2 threads + oneDNN, chapter 3 cell 7: weights"),
+    ("difference", "7.5e-08", "0.0e+00", "2 threads + oneDNN, chapter 6 cell 3: outputs"),
+    ("difference", "3.3e-16", "2.2e-16", "2 threads + oneDNN, chapter 7 cell 7: float64"),
+    ("difference", "6e-07", "5e-07", "2 threads + oneDNN, chapter 10 cell 5: torchrun"),
+    ("difference", "1e-08", "2e-08", "2 threads + oneDNN, chapter 11 cell 6: 2 workers"),
+    ("difference", "7e-06", "6e-06", "2 threads + oneDNN, chapter 12 cell 8: BN statistics"),
+    ("difference", "2e-15", "1e-15", "2 threads + oneDNN, chapter 13 cell 5: ZeRO-1"),
+    ("percent", "89.3", "91.9", "2 threads + oneDNN, chapter 12 cell 4: batch 256, lr x8"),
+    ("percent", "91.5", "92.1", "2 threads + oneDNN, chapter 5 cell 10"),
+    ("percent", "0.4", "0.5", "2 threads + oneDNN, chapter 12 cell 11: flushed to zero"),
+]
+
+# Measured in cells that assert a bound and give it as their `difference_bound`: the
+# committed number, what a run printed instead, the cell's bound, and where.
+MEASURED_IN_BOUNDED_CELLS = [
+    ("0e+00", "4e-08", 1e-6, "2 threads + oneDNN, chapter 3 cell 13: uneven batches"),
+    ("4e-06", "0e+00", 1e-5, "2 threads + oneDNN, chapter 3 cell 16: loaded model"),
+    ("4e-06", "0e+00", 1e-4, "2 threads + oneDNN, chapter 6 cell 7: reloaded template"),
+    ("2e-06", "0e+00", 1e-4, "2 threads + oneDNN, chapter 9 cell 10: 2 -> 1 devices"),
+    ("0e+00", "4e-06", 1e-5, "another 2-core machine, chapter 3 cell 16 (issue 48)"),
 ]
 
 
 @pytest.mark.parametrize("kind, committed, measured, where", MEASURED, ids=lambda v: str(v))
 def test_measured_variations_match(kind, committed, measured, where):
     assert numbers_match(committed, measured, kind), where
+
+
+@pytest.mark.parametrize(
+    "committed, measured, bound, where", MEASURED_IN_BOUNDED_CELLS, ids=lambda v: str(v)
+)
+def test_measured_variations_in_bounded_cells_match(committed, measured, bound, where):
+    kind = "zero" if float(committed) == 0 else "difference"
+    assert numbers_match(committed, measured, kind, bound), where
+    assert outputs_match(f"gap {committed}", f"gap {measured}", bound), where
 
 
 @pytest.mark.parametrize(
@@ -112,6 +148,29 @@ def test_the_tolerances_sit_just_above_what_was_measured():
     assert max(points) <= PERCENT_POINTS < 1.5 * max(points)
 
 
+@pytest.mark.parametrize(
+    "committed, rerun, bound, match",
+    [
+        # below the bound the cell asserts: the same finding
+        ("prediction difference 0e+00", "prediction difference 4e-06", 1e-5, True),
+        ("prediction difference 2e-06", "prediction difference 9e-05", 1e-4, True),
+        # beyond the bound the cell asserts: a finding of its own
+        ("prediction difference 0e+00", "prediction difference 2e-05", 1e-5, False),
+        ("prediction difference 4e-06", "prediction difference 3e-04", 1e-4, False),
+        # no bound given: a printed zero is an exact result (the cell asserts `== 0`)
+        ("prediction difference 0e+00", "prediction difference 4e-06", None, False),
+        ("prediction difference 4e-06", "prediction difference 0e+00", None, False),
+        ("weight difference 0.0e+00", "weight difference 0.0e+00", None, True),
+        # a bound loosens differences, never integers, text or the format
+        ("2 -> 1 in 0e+00", "2 -> 2 in 0e+00", 1e-4, False),
+        ("difference 0e+00", "difference 0.00001", 1e-4, False),
+    ],
+)
+def test_a_cell_s_difference_bound(committed, rerun, bound, match):
+    assert outputs_match(committed, rerun, bound) is match
+    assert (TolerantText(committed, bound) == rerun) is match
+
+
 def test_tolerant_text_is_what_nbval_compares_with():
     reference = TolerantText("loss 0.3944\n")
     assert reference == "loss 0.3943\n" and not reference != "loss 0.3943\n"
@@ -127,6 +186,9 @@ def test_nbval_uses_the_policy(pytestconfig):
         sanitize_patterns = {r"\d+ ms": "DURATION"}
 
     cell = IPyNbCell.__new__(IPyNbCell)
-    cell.parent = Parent()
+    cell.parent, cell.cell = Parent(), SimpleNamespace(metadata={})
     sanitized = IPyNbCell.sanitize(cell, "step 12 ms, loss 0.3944")
     assert isinstance(sanitized, TolerantText) and sanitized == "step DURATION, loss 0.3943"
+    assert IPyNbCell.sanitize(cell, "gap 0e+00") != "gap 4e-06"
+    cell.cell = SimpleNamespace(metadata={"difference_bound": 1e-5})
+    assert IPyNbCell.sanitize(cell, "gap 0e+00") == "gap 4e-06"
