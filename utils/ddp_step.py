@@ -260,7 +260,8 @@ def compression_worker(
     lr: float,
 ) -> None:
     """Train in float32 with DDP under communication hooks: plain all-reduce, float16 and
-    bfloat16 compression, and PowerSGD of rank 1 (after one uncompressed step).
+    bfloat16 compression, and PowerSGD of rank 1 (after two uncompressed steps:
+    `start_powerSGD_iter=2`).
 
     Introduced in chapter 14. Rank 0 writes `compression.json`: per hook, the bytes its
     all-reduces sent per step after the first (counted), and the largest weight difference
@@ -305,7 +306,8 @@ def compression_worker(
                         loss.backward()
                     sent.append(calls)
                     optimizer.step()
-            except TypeError as err:  # bfloat16's hook refuses gloo
+            except TypeError as err:  # bfloat16's hook: refused by builds without CUDA
+                # and NCCL >= 2.10, whatever the backend (gloo all-reduces bfloat16)
                 report[name] = {"refused": str(err)}
                 continue
             trained[name] = [w.detach().cpu() for w in model.parameters()]
