@@ -1,6 +1,10 @@
-"""conftest.py: what a failed second run of a chapter reports."""
+"""conftest.py: what a failed second run of a chapter reports, and the two tiers."""
+
+import subprocess
+import sys
 
 from conftest import failure_message
+from tests.helpers import ROOT
 
 
 def test_a_failed_second_run_shows_the_failing_line_without_colour_codes():
@@ -17,3 +21,29 @@ def test_a_failed_second_run_shows_the_failing_line_without_colour_codes():
         "code cell 4 failed when run again with 'EPOCHS = 1':\n"
         "----> 2 assert rate > 3\nAssertionError: "
     )
+
+
+def _collected(*args: str) -> str:
+    listing = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listing.returncode == 0, listing.stdout + listing.stderr
+    return listing.stdout
+
+
+def test_the_full_proof_is_behind_one_switch():
+    """Without --full, the tests marked `full` are left out and a chapter runs once; with
+    it, they run and each chapter is followed by its second run with other knobs."""
+    paths = ("tests/test_knobs.py", "chapters/02_simulating_devices.ipynb")
+    check = _collected(*paths)
+    assert "test_knobs.py" not in check and "Run all again" not in check
+    assert "02_simulating_devices.ipynb::Cell 0" in check and "deselected" in check
+    full = _collected("--full", *paths)
+    assert "test_chapter_holds_with_other_knob_values" in full
+    assert "02_simulating_devices.ipynb::Run all again, other knobs" in full
+    only_proof = _collected("--full", "-m", "full or chapter", *paths, "tests/test_suite.py")
+    assert "test_suite.py" not in only_proof and "Run all again" in only_proof

@@ -12,6 +12,8 @@ import pytest
 
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.full  # fresh kernels on other device counts: the full proof
+
 CASES = {
     "chapter 3, 2 epochs of 64 per replica": (
         "03_mirrored_fit",

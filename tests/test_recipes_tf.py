@@ -121,6 +121,7 @@ def test_a_wrong_launch_says_what_to_do(tmp_path, recipe, extra, env, message):
         assert "see --help" in str(failure.value)
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_custom_loop_sigterm_mid_epoch_then_resume_is_exact(tmp_path):
     """Stopped by SIGTERM inside epoch 2, resumed: the same bits as an uninterrupted run."""
     whole, parts = tmp_path / "uninterrupted", tmp_path / "interrupted"
@@ -152,6 +153,7 @@ def test_custom_loop_sigterm_mid_epoch_then_resume_is_exact(tmp_path):
     assert results(tmp_path / "wider")[0]["steps_this_run"] == 2 * 512 // 64
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_mirrored_fit_resumes_at_the_epoch_boundary(tmp_path):
     """Killed (SIGKILL) after epoch 1: BackupAndRestore brings back the weights, the
     optimizer (with its step count) and the epoch, and fit trains epochs 2 and 3 only."""
@@ -177,6 +179,7 @@ def test_mirrored_fit_resumes_at_the_epoch_boundary(tmp_path):
     assert not backup.exists()  # deleted once fit finished
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_keras_jax_killed_after_an_epoch_resumes_at_its_end(tmp_path):
     """2 simulated CPU devices; killed (SIGKILL) after epoch 1, started again: the weights
     and optimizer of epoch 1 come back, and fit trains epochs 2 and 3 only."""
@@ -202,6 +205,7 @@ def test_keras_jax_killed_after_an_epoch_resumes_at_its_end(tmp_path):
     ]  # older epochs' files deleted
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_keras_jax_on_eight_devices_evaluates_whole_batches_of_the_test_set(tmp_path):
     """64 per device on 8 devices: a global batch of 512, more than the 500 test examples;
     they are evaluated in batches of 496, and the warm-up fits in the one step there is."""
@@ -214,6 +218,7 @@ def test_keras_jax_on_eight_devices_evaluates_whole_batches_of_the_test_set(tmp_
     assert record["test_examples"] == 496 and record["steps"] == 1
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_multiworker_two_workers_only_the_chief_writes(tmp_path):
     out = tmp_path / "multiworker"
     outputs = launch_tf_workers(command("tf_multiworker", out), 2, cwd=REPOSITORY,

@@ -100,6 +100,7 @@ def ddp_run(tmp_path_factory):
     return out, run_recipe(torchrun("torch_ddp", out, *TINY))
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_ddp_trains_and_appends_one_result(ddp_run):
     out, output = ddp_run
     losses = [float(loss) for _, _, loss in LOGGED_LOSS.findall(output)]
@@ -114,6 +115,7 @@ def test_ddp_trains_and_appends_one_result(ddp_run):
     assert record["examples_per_s_per_device"] > 0 and record["test_accuracy"] > 0.3
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 @pytest.mark.parametrize("recipe", ["torch_ddp", "torch_fsdp"])
 def test_stopped_by_sigterm_and_resumed_ends_with_the_same_weights(recipe, ddp_run, tmp_path):
     """Stopped in epoch 2, the run saves a checkpoint and exits; started again, it resumes
@@ -260,6 +262,7 @@ def _results_table():
     return _recipe("results_table")
 
 
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsys):
     run = {
         "recipe": "torch_ddp",

@@ -18,6 +18,8 @@ import yaml
 
 from tests.helpers import ROOT, colab_url
 
+pytestmark = pytest.mark.full  # builds the book and opens it: the full proof
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGES = [entry["file"] for entry in yaml.safe_load((ROOT / "_toc.yml").read_text())["chapters"]]
 #: The chapters: the pages made from notebooks (the recipes page is Markdown).

@@ -11,14 +11,18 @@ import pytest
 from tests.helpers import ROOT, count_nvidia_gpus, run_fresh, temporary_files_in_one_folder
 
 
-def test_ci_runs_the_readme_test_command():
+def test_ci_runs_the_readme_test_command_as_typed_then_the_full_proof():
     readme = (ROOT / "README.md").read_text()
     command = re.search(r"<!-- test-command -->\s*```\w*\n(.+?)\n```", readme, re.S).group(1)
     ci = (ROOT / ".ci" / "run").read_text()
-    assert command.strip() in ci
-    # the outputs were made with the default thread count and TensorFlow's own kernels; CI
-    # checks them under another thread count and oneDNN's kernels
-    assert "export TF_NUM_INTRAOP_THREADS=1 OMP_NUM_THREADS=1 TF_ENABLE_ONEDNN_OPTS=1" in ci
+    lines = [line.strip() for line in ci.splitlines()]
+    # as typed: alone on its line (no variables before it), and nothing exported before it
+    typed = lines.index(f"offline {command.strip()}")
+    assert not any(line.startswith("export") for line in lines[:typed])
+    # then the full proof, under one thread and the other kernel library (step 2)
+    full = next(i for i, line in enumerate(lines) if "pytest --full" in line and line[0] != "#")
+    assert typed < full
+    assert "TF_NUM_INTRAOP_THREADS=1 OMP_NUM_THREADS=1 TF_ENABLE_ONEDNN_OPTS=" in ci
 
 
 class _Listing:
