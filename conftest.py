@@ -158,12 +158,13 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_report_header(config):
-    if not config.getoption("full"):
-        return (
-            "the reader's check: each chapter once, and the unit and structure tests "
-            "(the full proof: pytest --full, CONTRIBUTING.md)"
-        )
-    return None
+    """Say which tier runs: the reader's check, or the full proof (--full)."""
+    if config.getoption("full"):
+        return "the full proof: every chapter twice, and the tests marked `full`"
+    return (
+        "the reader's check: each chapter once, and the unit and structure tests "
+        "(the full proof: pytest --full, CONTRIBUTING.md)"
+    )
 
 
 _SECONDS_BY_PART: dict[str, float] = {}

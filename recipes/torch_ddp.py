@@ -149,8 +149,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--bucket-cap-mb",
         type=_positive_float,
-        default=25.0,
-        help="size of DDP's gradient buckets, each all-reduced as soon as it is full",
+        default=None,
+        help="size of DDP's gradient buckets in MiB, each all-reduced as soon as it is "
+        "full (default: DDP's own, 25 MiB after a first bucket of 1 MiB; any value "
+        "given sizes the first bucket too)",
     )
     return parser.parse_args(argv)
 
