@@ -307,7 +307,8 @@ def compression_worker(
                     sent.append(calls)
                     optimizer.step()
             except TypeError as err:  # bfloat16's hook: refused by builds without CUDA
-                # and NCCL >= 2.10, whatever the backend (gloo all-reduces bfloat16)
+                # and NCCL >= 2.10 (or XPU and XCCL), whatever the backend; gloo itself
+                # all-reduces bfloat16
                 report[name] = {"refused": str(err)}
                 continue
             trained[name] = [w.detach().cpu() for w in model.parameters()]
