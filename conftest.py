@@ -41,8 +41,17 @@ def pytest_addoption(parser):
         action="store_true",
         help="the full proof (CI, and contributors before a change lands): also run each "
         "chapter a second time with other knobs, and the tests marked `full` (papermill's "
-        "device counts, the recipes launched end to end, the rendered book in a browser)",
+        "device counts, the recipes launched end to end, the rendered book in a browser), "
+        "which run only with this option, even when named",
     )
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The rendered book's tests (a build and a browser) are the full proof's: without
+    --full, their module is not even imported, so a machine without Chromium is fine."""
+    if collection_path.name == "test_rendered_book.py" and not config.getoption("full"):
+        return True
+    return None
 
 
 def pytest_configure(config):
@@ -120,7 +129,6 @@ def _runs_notebooks(item) -> bool:
     return item.nodeid.startswith((CHAPTERS, PAPERMILL_RUNS))
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     """Do not compare stderr in notebooks (TensorFlow logs to it nondeterministically),
     mark each chapter's items `chapter`, start with the files that run chapters, and

@@ -16,16 +16,18 @@ is compared by its kind (`printed_numbers`):
   it. Two match when they are within `DIFFERENCE_FACTOR` of each other, or both at most
   `ROUNDING_FLOOR` (rounding of a single float32 computation, where 4e-08 and 0e+00 are the
   same finding).
+- **percent** (an accuracy): within `PERCENT_POINTS` points.
+- **decimal** (a loss, a mean, a rate): within `RELATIVE` of the committed value, or one
+  unit of its last printed digit.
 
 Exactness is the assertion's job. A cell that claims a bound rather than an exact result
 (`assert gap < 1e-5`) says so in its metadata, `"difference_bound": 1e-05`, the bound it
 asserts: there a printed zero is a difference like any other, and any two differences at
 most that bound are the same finding ("below the bound"), whatever each machine's rounding
 printed (0e+00 with TensorFlow's own kernels, 4e-06 with oneDNN's). Without it, a printed
-zero is compared exactly, and the cell asserts `== 0` (tests/test_notebooks.py checks both).
-- **percent** (an accuracy): within `PERCENT_POINTS` points.
-- **decimal** (a loss, a mean, a rate): within `RELATIVE` of the committed value, or one
-  unit of its last printed digit.
+zero is compared exactly, and the cell asserts `== 0` (tests/test_notebooks.py checks that
+each printed zero is one or the other). The bound applies to every difference the cell
+prints, so each of them is asserted: below the bound, exactly, or far above it.
 
 Each tolerance is the largest variation measured between real runs of the chapters
 (`python -m tools.output_variation`: 1, 2 and 8 threads, oneDNN's kernels on and off,

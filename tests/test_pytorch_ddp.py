@@ -146,8 +146,21 @@ def _exits_on_rank_zero(rank):
         os._exit(3)
 
 
+def _prints_then_registers_a_teardown(rank):
+    import atexit
+
+    atexit.register(print, "teardown ran")
+    print(rank, "done", end="")  # no newline: only a flush writes it
+
+
 def test_run_ranks_returns_what_each_rank_printed():
     assert [out.strip() for out in run_ranks(print, 2, ("ready",))] == ["0 ready", "1 ready"]
+
+
+def test_a_rank_that_returned_ends_without_the_interpreter_s_teardown():
+    """Its output is flushed, and nothing registered for the teardown runs (utils.pytorch_ddp:
+    library threads torn down there can abort a finished rank)."""
+    assert run_ranks(_prints_then_registers_a_teardown, 2) == ["0 done", "1 done"]
 
 
 def test_run_ranks_names_the_rank_that_failed():

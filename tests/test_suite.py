@@ -22,7 +22,9 @@ def test_ci_runs_the_readme_test_command_as_typed_then_the_full_proof():
     # then the full proof, under one thread and the other kernel library (step 2)
     full = next(i for i, line in enumerate(lines) if "pytest --full" in line and line[0] != "#")
     assert typed < full
-    assert "TF_NUM_INTRAOP_THREADS=1 OMP_NUM_THREADS=1 TF_ENABLE_ONEDNN_OPTS=" in ci
+    settings = lines[full - 1]  # the full proof's command, continued from this line
+    assert settings.startswith("TF_NUM_INTRAOP_THREADS=1 OMP_NUM_THREADS=1 TF_ENABLE_ONEDNN_OPTS=")
+    assert settings.endswith("\\")
 
 
 class _Listing:

@@ -264,10 +264,16 @@ def join_process_group(rank: int, world_size: int, port: int) -> torch.device:
     return device
 
 
+# A rank whose function returned ends at once (os._exit, after flushing its output), without
+# the interpreter's teardown: there C++ objects of gloo, the TCP store and the profiler are
+# destroyed in whatever order, and a thread still joinable aborts the process with
+# "terminate called without an active exception" (seen once from a rank of chapter 13's
+# FSDP run; the run's files are written and its process group destroyed before this point).
 _RUN_RANK = (
-    "import base64, pickle, sys; "
+    "import base64, os, pickle, sys; "
     "fn, args = pickle.loads(base64.b64decode(sys.argv[1])); "
-    "fn(int(sys.argv[2]), *args)"
+    "fn(int(sys.argv[2]), *args); "
+    "sys.stdout.flush(); sys.stderr.flush(); os._exit(0)"
 )
 
 
