@@ -1,12 +1,9 @@
-"""Data parallelism written by hand: split a batch, all-reduce gradients (chapter 5).
+"""Data parallelism written by hand: split a batch, all-reduce gradients, the ring.
 
-These are the pieces `MirroredStrategy` hides, written in a few lines each so the chapter can
-check them against the strategy. Devices are TensorFlow device names such as "/device:CPU:1".
+Written in chapter 5 (05_data_parallel_by_hand.ipynb), in its cells marked `# @save`: edit
+them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +12,7 @@ import tensorflow as tf
 from utils.checks import check_int
 
 
-def split_and_load(data, devices: Sequence[str]) -> list[tf.Tensor]:
+def split_and_load(data, devices):
     """Split `data` along its first axis into one part per device; copy each part there.
 
     When the size is not a multiple of the number of devices, the first parts get one
@@ -32,15 +29,14 @@ def split_and_load(data, devices: Sequence[str]) -> list[tf.Tensor]:
             "devices."
         )
     sizes = [len(part) for part in np.array_split(np.arange(rows), len(devices))]
-    parts = tf.split(data, sizes)
     placed = []
-    for device, part in zip(devices, parts):
+    for device, part in zip(devices, tf.split(data, sizes)):
         with tf.device(device):
-            placed.append(tf.identity(part))
+            placed.append(tf.identity(part))  # a copy of the part, on its device
     return placed
 
 
-def all_reduce_sum(tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+def all_reduce_sum(tensors):
     """Naive all-reduce: add all tensors on the first one's device, copy the sum back.
 
     Each input stays where it is; the result is one copy of the sum on every input's
@@ -50,11 +46,11 @@ def all_reduce_sum(tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
     if not tensors:
         raise ValueError("all_reduce_sum: give at least one tensor.")
     with tf.device(tensors[0].device):
-        total = tf.add_n([tf.identity(t) for t in tensors])
+        total = tf.add_n([tf.identity(t) for t in tensors])  # everything to device 0
     copies = []
     for tensor in tensors:
         with tf.device(tensor.device):
-            copies.append(tf.identity(total))
+            copies.append(tf.identity(total))  # the sum back to every device
     return copies
 
 
@@ -63,21 +59,16 @@ class Transfer:
     """One message of a ring all-reduce: `source` sends chunk `chunk` to `target`."""
 
     step: int
-    phase: str  # "reduce-scatter" (the target adds the chunk) or "all-gather" (it keeps it)
+    phase: str  # "reduce-scatter" (target adds the chunk) or "all-gather" (keeps it)
     source: int
     target: int
     chunk: int
 
 
-def ring_schedule(n: int) -> list[Transfer]:
-    """The messages of a ring all-reduce over `n` devices, in order.
-
-    The data is cut into `n` chunks. In each of the n-1 reduce-scatter steps every
-    device i sends one chunk to device i+1, which adds it to its own; afterwards
-    device i holds the full sum of chunk i+1. In each of the n-1 all-gather steps the
-    finished chunks travel on around the ring. Every device sends 2(n-1) chunks of
-    size/n: 2(n-1)/n of the data.
-    """
+def ring_schedule(n):
+    """The messages of a ring all-reduce over `n` devices, in order: in each of the n-1
+    reduce-scatter steps device i sends one chunk to device i+1, which adds it to its
+    own; in each of the n-1 all-gather steps the finished chunks travel on around."""
     check_int("ring_schedule: n", n)
     transfers = []
     for step in range(n - 1):
@@ -91,7 +82,7 @@ def ring_schedule(n: int) -> list[Transfer]:
     return transfers
 
 
-def ring_all_reduce(tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+def ring_all_reduce(tensors):
     """All-reduce (sum) by the ring algorithm; returns the sum on every input's device.
 
     Follows `ring_schedule`: each message is a `tf.identity` of one chunk placed on the
@@ -102,16 +93,15 @@ def ring_all_reduce(tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
     shape = tensors[0].shape
     if any(t.shape != shape for t in tensors):
         raise ValueError("ring_all_reduce: all tensors must have the same shape.")
-    n = len(tensors)
-    devices = [t.device for t in tensors]
+    n, devices = len(tensors), [t.device for t in tensors]
     size = int(np.prod(shape)) if shape.rank else 1
     sizes = [len(part) for part in np.array_split(np.arange(size), n)]
-    chunks = []
+    chunks = []  # chunks[device][chunk], each on its device
     for device, tensor in zip(devices, tensors):
         with tf.device(device):
             chunks.append(list(tf.split(tf.reshape(tensor, [-1]), sizes)))
     for transfer in ring_schedule(n):
-        with tf.device(devices[transfer.target]):
+        with tf.device(devices[transfer.target]):  # a message: a copy on the target
             received = tf.identity(chunks[transfer.source][transfer.chunk])
             if transfer.phase == "reduce-scatter":
                 received = chunks[transfer.target][transfer.chunk] + received
