@@ -29,6 +29,11 @@ MARK = "# @save"
 #: take from the chapter's setup cell: ruff's F401/F821 in tests/test_style.py catch a
 #: name missing from this list, or one listed and unused)
 SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "04_custom_loops": (
+        "custom_step",
+        "The training step of a custom loop under a tf.distribute strategy.",
+        ("import keras", "import tensorflow as tf"),
+    ),
     "05_data_parallel_by_hand": (
         "by_hand",
         "Data parallelism written by hand: split a batch, all-reduce gradients, the ring.",

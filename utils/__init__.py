@@ -32,7 +32,7 @@ _HOMES = {
     "timer": "utils.timing",
     "EpochTimes": "utils.training",
     "fit_model": "utils.training",
-    "make_distributed_step": "utils.training",
+    "make_distributed_step": "utils.custom_step",
     "model_and_optimizer": "utils.training",
 }
 

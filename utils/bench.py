@@ -111,7 +111,8 @@ def _custom_blocks(
     """The same with the custom-loop step of chapter 4."""
     import tensorflow as tf
 
-    from utils.training import make_distributed_step, model_and_optimizer
+    from utils.custom_step import make_distributed_step
+    from utils.training import model_and_optimizer
 
     strategy = strategy or tf.distribute.get_strategy()  # the default: no distribution
     model, optimizer = model_and_optimizer(strategy)
