@@ -1,5 +1,5 @@
-"""utils.training: fit, the custom step and the scope helper, in a fresh process (TensorFlow
-configures its devices once per process)."""
+"""utils.training: fit and the scope helper, and fit against chapter 4's custom step, in a
+fresh process (TensorFlow configures its devices once per process)."""
 
 import re
 

@@ -10,21 +10,15 @@ import tensorflow as tf
 
 def make_distributed_step(strategy, model, optimizer, global_batch_size, metrics=()):
     """A `tf.function` training step of a distributed batch; returns the batch's loss.
-
-    Each replica scales its slice's per-example losses by the global batch size, takes
-    the gradients of `optimizer.scale_loss(loss)` (the loss itself, except under a
-    `LossScaleOptimizer`, chapter 12) and applies them: Keras sums them across replicas.
-    Each of `metrics`, made in the strategy's scope, sees the slice's labels and logits.
-    """
-    loss_object = keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True,
-        reduction=None,  # one loss per example
+    Build `optimizer` before the first call; make `metrics` in the strategy's scope."""
+    per_example_loss = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=None
     )
 
     def replica_step(images, labels):
         with tf.GradientTape() as tape:
             logits = model(images, training=True)
-            per_example = loss_object(labels, logits)
+            per_example = per_example_loss(labels, logits)
             loss = tf.nn.compute_average_loss(
                 per_example, global_batch_size=global_batch_size
             )
@@ -37,7 +31,6 @@ def make_distributed_step(strategy, model, optimizer, global_batch_size, metrics
 
     @tf.function
     def step(batch):
-        per_replica_losses = strategy.run(replica_step, args=batch)
-        return strategy.reduce("SUM", per_replica_losses, axis=None)
+        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
 
     return step
