@@ -1,12 +1,8 @@
-"""A working re-creation of the removed `keras.utils.multi_gpu_model` (chapter 6).
+"""A working re-creation of the removed `keras.utils.multi_gpu_model`, for old code.
 
-For learning and for reading old code only: new code should use `MirroredStrategy`.
-The original (Keras 2.0.9 to 2.3, `tf.keras` until TensorFlow 2.3) built a model that
-sliced every input batch into one part per GPU, ran the *template* model on each part under
-`tf.device`, and concatenated the outputs on the CPU; one graph computed all gradients.
+Written in chapter 6 (06_legacy_multi_gpu_model.ipynb), in its cells marked `# @save`: edit
+them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
-
-from __future__ import annotations
 
 from collections.abc import Sequence
 
@@ -15,13 +11,13 @@ import tensorflow as tf
 
 
 class ParallelModel(keras.Model):
-    """The template model replicated over `devices` by batch slicing (see `multi_gpu_model`)."""
+    """The template model replicated over `devices` by batch slicing."""
 
     def __init__(
         self, template: keras.Model, devices: Sequence[str], merge_device: str
     ):
         super().__init__(name=f"parallel_{template.name}")
-        self.template = template
+        self.template = template  # one set of weights, read by every device
         self.devices = list(devices)
         self.merge_device = merge_device
 
@@ -49,12 +45,8 @@ class ParallelModel(keras.Model):
 def multi_gpu_model(
     model: keras.Model, devices: Sequence[str], *, merge_device: str = "/cpu:0"
 ) -> ParallelModel:
-    """Return a model that runs `model` on every device in `devices`, one batch slice each.
-
-    Introduced in chapter 6. The returned model shares `model`'s weights: train the wrapper,
-    save `model`. The original took `gpus=8` or a list of GPU ids; here `devices` is a list of
-    device names, such as the ones `setup_devices` returns.
-    """
+    """Return a model that runs `model` on every device in `devices`, one batch slice
+    each. The returned model shares `model`'s weights: train the wrapper, save `model`."""
     if not isinstance(model, keras.Model):
         raise TypeError(
             f"multi_gpu_model: model must be a keras.Model; got {type(model).__name__}."
