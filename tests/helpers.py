@@ -78,3 +78,38 @@ def temporary_files_in_one_folder(config) -> str:
     os.environ["TMPDIR"] = folder
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     return folder
+
+
+def write_chapter_files(notebook, folder) -> dict:
+    """Write the files that `notebook`'s `%%writefile NAME` cells write (`-a` appends) into
+    `folder`, as IPython does: the cell's text after its first line, ending with a newline.
+    Returns {NAME: path}. Tests import or run the code a chapter writes on its page."""
+    from pathlib import Path
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for cell in code_cells(load_notebook(notebook)):
+        first, _, text = source(cell).partition("\n")
+        words = first.split()
+        if not words or words[0] != "%%writefile":
+            continue
+        name = words[-1]
+        paths[name] = Path(folder) / name
+        with open(paths[name], "a" if "-a" in words else "w") as file:
+            file.write(text if text.endswith("\n") else text + "\n")
+    return paths
+
+
+def import_chapter_files(notebook, folder, monkeypatch):
+    """Write the files of `notebook`'s `%%writefile` cells into `folder`, make it the working
+    folder and the first on `sys.path` (where the processes that `run_ranks` and `mp.spawn`
+    start import them from), forget modules of the same names imported before, and return
+    `importlib.import_module`."""
+    import importlib
+
+    names = write_chapter_files(notebook, folder)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.chdir(folder)
+    for name in names:
+        monkeypatch.delitem(sys.modules, name.removesuffix(".py"), raising=False)
+    return importlib.import_module

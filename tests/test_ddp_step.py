@@ -1,4 +1,4 @@
-"""utils.ddp_step: DDP's bucketing rule, the ring model fitted to timings, and the
+"""Chapter 14's files: DDP's bucketing rule, the ring model fitted to timings, and the
 all-reduces by hand equal to DDP on 2 CPU processes."""
 
 import json
@@ -6,26 +6,31 @@ import json
 import pytest
 import torch
 
+from tests.helpers import import_chapter_files
 from utils import load_mnist_subset
-from utils.ddp_step import (
-    MODES,
-    all_reduce_worker,
-    bandwidth_worker,
-    fit_latency_and_bandwidth,
-    make_buckets,
-)
 from utils.launch import free_ports
 from utils.pytorch_ddp import run_ranks, save_data, to_tensors
 
 
-def test_buckets_fill_from_the_last_tensor():
+@pytest.fixture
+def chapter14(tmp_path_factory, monkeypatch):
+    """Import a module that chapter 14 writes."""
+    folder = tmp_path_factory.mktemp("chapter14")
+    return import_chapter_files("chapters/14_inside_one_step.ipynb", folder, monkeypatch)
+
+
+def test_buckets_fill_from_the_last_tensor(chapter14):
+    make_buckets = chapter14("buckets").make_buckets
     assert make_buckets([144, 16, 4608, 32, 8000, 10], 8010) == [[5, 4], [3, 2, 1, 0]]
     assert make_buckets([1, 1, 1], 1) == [[2], [1], [0]]
     with pytest.raises(ValueError, match="tensor 4 has 8000 elements, more than a bucket"):
         make_buckets([144, 16, 4608, 32, 8000, 10], 5000)
+    with pytest.raises(ValueError, match="capacity must be an int of at least 1"):
+        make_buckets([1], 0)
 
 
-def test_the_ring_model_is_recovered_from_its_own_times():
+def test_the_ring_model_is_recovered_from_its_own_times(chapter14):
+    fit_latency_and_bandwidth = chapter14("bandwidth").fit_latency_and_bandwidth
     alpha, bandwidth, n = 5e-6, 2e9, 4
     sizes = [1e3, 1e5, 1e7]
     seconds = [2 * (n - 1) * (s / (n * bandwidth) + alpha) for s in sizes]
@@ -42,26 +47,27 @@ def test_the_ring_model_is_recovered_from_its_own_times():
         ([100, 200], [1, 2], 1, "world_size"),
     ],
 )
-def test_bad_measurements_are_refused(sizes, seconds, world_size, message):
+def test_bad_measurements_are_refused(chapter14, sizes, seconds, world_size, message):
     with pytest.raises(ValueError, match=message):
-        fit_latency_and_bandwidth(sizes, seconds, world_size)
+        chapter14("bandwidth").fit_latency_and_bandwidth(sizes, seconds, world_size)
 
 
-def test_a_message_of_zero_bytes_is_refused_before_any_process_group():
+def test_a_message_of_zero_bytes_is_refused_before_any_process_group(chapter14):
     with pytest.raises(ValueError, match="message size in bytes must be an int of at least 1"):
-        bandwidth_worker(0, 2, 0, ".", [0, 1024], 3)
+        chapter14("bandwidth").bandwidth_worker(0, 2, 0, ".", [0, 1024], 3)
 
 
-def test_all_reduces_by_hand_equal_ddp(tmp_path):
+def test_all_reduces_by_hand_equal_ddp(chapter14, tmp_path):
+    by_hand = chapter14("all_reduce_by_hand")
     (x, y), _ = load_mnist_subset()
     digits = to_tensors(x[:64], y[:64])
     digits = torch.utils.data.TensorDataset(digits.tensors[0].double(), digits.tensors[1])
     data_file = save_data(digits, tmp_path / "digits.pt")
     arguments = (data_file, str(tmp_path), 32, 2, 0.05, 8010)
-    run_ranks(all_reduce_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
+    run_ranks(by_hand.all_reduce_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
     report = json.loads((tmp_path / "all_reduce.json").read_text())
-    assert all(report[mode]["difference from DDP"] < 1e-12 for mode in MODES)
-    assert report[MODES[1]]["first step"] == [
+    assert all(report[mode]["difference from DDP"] < 1e-12 for mode in by_hand.MODES)
+    assert report[by_hand.MODES[1]]["first step"] == [
         "all-reduce bucket 0 (8,010)",
         "all-reduce bucket 1 (4,800)",
     ]

@@ -1,6 +1,7 @@
-"""utils.pytorch_ddp: the sampler's batches, DDP on 2 CPU processes == one process, and
-run_ranks' errors. Chapter 15's straggler_worker and mismatch_worker are asserted in the
-chapter's own cells (under nbval, and again in its second run)."""
+"""utils.pytorch_ddp: the sampler's batches and run_ranks' errors; the DDP workers chapters 7
+and 12 write on their pages (2 CPU processes == one process). Chapter 15's straggler_worker
+and mismatch_worker are asserted in the chapter's own cells (under nbval, and again in its
+second run)."""
 
 import json
 
@@ -9,9 +10,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.helpers import import_chapter_files
+from utils.launch import free_ports
 from utils.pytorch_ddp import (
     ddp_device,
-    ddp_worker,
     global_batches,
     make_model,
     rank_indices,
@@ -82,46 +84,49 @@ def test_ddp_device_rejects_a_rank_outside_the_group(rank, ranks, match):
         ddp_device(rank, ranks)
 
 
-def test_ddp_on_two_cpu_processes_equals_one_process(tmp_path):
-    rng = np.random.default_rng(0)
-    data = to_tensors(
-        rng.random((96, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 96), dtype=torch.float64
-    )
-    args = (2, data, str(tmp_path), 2, 8, 0.1, 0, "float64")
-    mp.spawn(ddp_worker, args=args, nprocs=2, join=True)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+def _chapter_module(chapter, name, folder, monkeypatch):
+    """The module that `chapter` writes as `name`.py."""
+    return import_chapter_files(f"chapters/{chapter}.ipynb", folder, monkeypatch)(name)
+
+
+def _random_digits(count, seed):
+    rng = np.random.default_rng(seed)
+    images = rng.random((count, 28, 28, 1), dtype=np.float32)
+    return to_tensors(images, rng.integers(0, 10, count), dtype=torch.float64)
+
+
+def test_chapter7_ddp_worker_on_two_cpu_processes_equals_one_process(tmp_path, monkeypatch):
+    worker = _chapter_module("07_pytorch_dp_ddp", "ddp_worker", tmp_path, monkeypatch)
+    data, out = _random_digits(96, seed=0), tmp_path / "run"
+    out.mkdir()
+    args = (2, data, str(out), 2, 8, 0.1, 0, "float64")
+    mp.spawn(worker.ddp_worker, args=args, nprocs=2, join=True)
+    ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
     single = train_one_process(
         data, world_size=2, per_rank_batch=8, epochs=2, lr=0.1, seed=0, dtype=torch.float64
     ).state_dict()
     for name in single:
         assert torch.equal(ranks[0][name], ranks[1][name]), name  # bit-identical ranks
         assert (ranks[0][name] - single[name]).abs().max() < 1e-12, name
-    report = json.loads((tmp_path / "rank0.json").read_text())
+    report = json.loads((out / "rank0.json").read_text())
     assert report["steps_per_epoch"] == 6 and len(report["epoch_seconds"]) == 2
     assert (report["device"], report["backend"]) == ("cpu", "gloo")  # no GPU here
 
 
-def test_no_sync_accumulation_on_two_processes_equals_one_process_with_larger_batches(tmp_path):
-    """2 ranks x 2 micro-batches of 4, accumulated under no_sync() == 1 process, batches of 16."""
-    rng = np.random.default_rng(1)
-    data = to_tensors(
-        rng.random((72, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 72), dtype=torch.float64
-    )
-    args = (2, data, str(tmp_path), 1, 4, 0.1, 0, "float64", 2)
-    mp.spawn(ddp_worker, args=args, nprocs=2, join=True)
+def test_chapter12_no_sync_accumulation_equals_one_process_with_larger_batches(
+    tmp_path, monkeypatch
+):
+    """2 ranks x 2 micro-batches of 4, accumulated under no_sync() == 1 process, batches of
+    16; the ninth micro-batch of a rank (an incomplete step) changes nothing."""
+    worker = _chapter_module("12_splitting_the_batch", "accumulate", tmp_path, monkeypatch)
+    data = _random_digits(72, seed=1)
+    args = (2, free_ports(1)[0], data, str(tmp_path), 4, 2, 0.1)
+    mp.spawn(worker.accumulating_worker, args=args, nprocs=2, join=True)
     accumulated = torch.load(tmp_path / "rank0.pt")
     single = train_one_process(
         data, world_size=2, per_rank_batch=8, epochs=1, lr=0.1, seed=0, dtype=torch.float64
     ).state_dict()
     assert all((accumulated[k] - single[k]).abs().max() < 1e-12 for k in single)
-    # 36 examples per rank = 9 micro-batches of 4 = 4 steps of 2, the ninth dropped
-    assert json.loads((tmp_path / "rank0.json").read_text())["steps_per_epoch"] == 4
-
-
-@pytest.mark.parametrize("bad", [0, 1.5, True])
-def test_accumulation_steps_must_be_a_positive_int(tmp_path, bad):
-    with pytest.raises(ValueError, match="accumulation_steps"):
-        ddp_worker(0, 1, None, str(tmp_path), 1, 4, 0.1, 0, "float32", bad)
 
 
 def _fails_on_rank_one(rank):

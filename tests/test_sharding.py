@@ -1,6 +1,7 @@
-"""utils.sharding: ZeRO's memory arithmetic, the batches, the collectives the profiler
-records, ZeRO-1 by hand and FSDP2 on 2 CPU processes == one process, a sharded checkpoint
-restored on 3 processes, and what recomputing activations saves."""
+"""Chapter 13: ZeRO's memory arithmetic and what recomputing activations saves
+(utils.sharding, saved from the chapter), the batches and the collectives the profiler
+records (utils.pytorch_ddp), and the chapter's workers: ZeRO-1 by hand and FSDP2 on 2 CPU
+processes == one process, a sharded checkpoint restored on 3 processes."""
 
 import json
 from types import SimpleNamespace
@@ -9,20 +10,22 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers import import_chapter_files
 from utils import load_mnist_subset
 from utils.launch import free_ports
-from utils.pytorch_ddp import run_ranks, save_data, to_tensors
+from utils.pytorch_ddp import (
+    collectives,
+    rank_part,
+    run_ranks,
+    save_data,
+    step_batches,
+    to_tensors,
+)
 from utils.sharding import (
     SHARDED,
     bytes_per_device,
-    collectives,
-    fsdp_restore_worker,
-    fsdp_worker,
-    rank_part,
     saved_activations_and_flops,
-    step_batches,
     train_adam_one_process,
-    zero1_worker,
 )
 
 
@@ -92,7 +95,10 @@ def test_recomputing_saves_activations_for_more_operations():
         saved_activations_and_flops([], x, recompute=True)
 
 
-def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path):
+def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
+    chapter13 = import_chapter_files(
+        "chapters/13_sharded_data_parallelism.ipynb", tmp_path / "files", monkeypatch
+    )
     (x, y), _ = load_mnist_subset()
     digits = to_tensors(x[:128], y[:128])
     digits = torch.utils.data.TensorDataset(digits.tensors[0].double(), digits.tensors[1])
@@ -103,12 +109,16 @@ def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path):
         .state_dict()
         .values()
     )
-    run_ranks(zero1_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
-    run_ranks(fsdp_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
-    run_ranks(fsdp_restore_worker, 3, (3, free_ports(1)[0], str(tmp_path), 0), timeout_s=120)
+    zero1, fsdp = chapter13("zero1"), chapter13("fsdp")
+    restore = chapter13("restore")
+    run_ranks(zero1.zero1_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
+    run_ranks(fsdp.fsdp_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
+    restoring = (3, free_ports(1)[0], str(tmp_path), 0)
+    run_ranks(restore.fsdp_restore_worker, 3, restoring, timeout_s=120)
     for name in ("zero1.pt", "fsdp.pt", "restored3.pt"):
         weights = torch.load(tmp_path / name).values()
         assert max((w - r).abs().max().item() for w, r in zip(weights, reference)) < 1e-12
     held = json.loads((tmp_path / "fsdp_rank1.json").read_text())
-    assert held["weights"] < held["whole model"] and held["gradients"] == held["weights"]
+    whole = sum(w.numel() for w in reference)
+    assert held["weights"] < whole and held["gradients"] == held["weights"]
     assert held["optimizer state"] == 2 * held["weights"]  # Adam's two moments

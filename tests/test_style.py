@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import NOTEBOOKS, ROOT, code_cells, load_notebook, source, write_chapter_files
+from tools.format_written import ruff_settings
 
 
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=" ".join)
@@ -20,3 +21,29 @@ def test_ruff_finds_nothing(command):
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+WRITES_FILES = [
+    path
+    for path in NOTEBOOKS
+    if any(source(cell).startswith("%%writefile") for cell in code_cells(load_notebook(path)))
+]
+
+
+@pytest.mark.parametrize("path", WRITES_FILES, ids=str)
+def test_the_files_a_chapter_writes_pass_ruff(path, tmp_path):
+    """What the `%%writefile` cells write is checked and formatted like the rest (ruff does
+    not read cells that start with a magic): `python -m tools.format_written` formats it."""
+    names = write_chapter_files(path, tmp_path)
+    settings = ruff_settings(list(names))
+    for command in (["check"], ["format", "--check"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, *settings, *map(str, names.values())],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, (
+            f"{path}: {result.stdout}{result.stderr}\nrun: python -m tools.format_written {path}"
+        )

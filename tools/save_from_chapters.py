@@ -39,6 +39,20 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Data parallelism written by hand: split a batch, all-reduce gradients, the ring.",
         ("import numpy as np", "import tensorflow as tf"),
     ),
+    "06_legacy_multi_gpu_model": (
+        "legacy",
+        "A working re-creation of the removed `keras.utils.multi_gpu_model`, for old code.",
+        ("import keras", "import tensorflow as tf"),
+    ),
+    "13_sharded_data_parallelism": (
+        "sharding",
+        "Sharded data parallelism: what each device holds, and what it computes.",
+        (
+            "import torch",
+            "from torch import nn",
+            "from utils.pytorch_ddp import make_model",
+        ),
+    ),
 }
 
 # where ruff finds the project's settings (pyproject.toml, utils/ruff.toml)

@@ -46,7 +46,7 @@ def multi_gpu_model(
     model: keras.Model, devices: Sequence[str], *, merge_device: str = "/cpu:0"
 ) -> ParallelModel:
     """Return a model that runs `model` on every device in `devices`, one batch slice
-    each. The returned model shares `model`'s weights: train the wrapper, save `model`."""
+    each. It shares `model`'s weights: train the wrapper, save `model`."""
     if not isinstance(model, keras.Model):
         raise TypeError(
             f"multi_gpu_model: model must be a keras.Model; got {type(model).__name__}."

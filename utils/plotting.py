@@ -508,7 +508,7 @@ def plot_step_timeline(timelines: Sequence[Mapping[str, Sequence[Sequence[float]
     computations and the all-reduces, each as (start, duration) in ms; returns the figure.
 
     Introduced in chapter 14. `timelines[r]` holds rank r's "step", "backward" and
-    "all-reduce" intervals, as `utils.ddp_step.timeline_worker` writes them.
+    "all-reduce" intervals, as chapter 14's `timeline_worker` (timeline.py) writes them.
     """
     lanes = ("step", "backward", "all-reduce")
     if not timelines or any(set(lanes) - set(t) for t in timelines):

@@ -1,17 +1,16 @@
-"""PyTorch counterparts for the comparison chapter (chapter 7): the same small CNN, the
-batches `DistributedSampler` gives each rank, where a DDP process trains (`ddp_device`), and
-a DistributedDataParallel worker (with gradient accumulation, chapter 12); and chapter 15's
-launcher that cannot hang (`run_ranks`) with its failing workers.
+"""PyTorch plumbing for the chapters: the same small CNN as the Keras chapters, the batches
+`DistributedSampler` gives each rank and one process's equivalent of them, where a DDP
+process trains (`ddp_device`), joining a process group, and chapter 15's launcher that
+cannot hang (`run_ranks`) with its failing workers.
 
-The workers live in this importable module because `torch.multiprocessing.spawn` (and
-`run_ranks`) pickles the function it starts: a function defined in a notebook cannot be
-found by the new processes.
+Chapter 15's workers live in this importable module because `run_ranks` pickles the
+function it starts: a function defined in a notebook cannot be found by the new
+processes. The chapters write the workers they teach into files of their own.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime
 import json
 import os
@@ -25,8 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import DistributedSampler, TensorDataset
 
 from utils.checks import check_int
 from utils.errors import error_line
@@ -127,7 +125,7 @@ def ddp_device(
     the backend: `(cuda:local_rank, "nccl")` when there is a GPU for every process,
     otherwise `(cpu, "gloo")`.
 
-    Introduced in chapter 7; used by `ddp_worker` and chapter 10's `ddp_train.py`. NCCL
+    Introduced in chapter 7; used by the workers of chapters 7, 10, 12, 13 and 14. NCCL
     needs a GPU of its own for every process, so with fewer GPUs than processes (Colab's
     one GPU and two processes) all of them train on the CPU with gloo. Every process makes
     the same choice, which their collectives need. `gpu_count` defaults to the GPUs this
@@ -145,95 +143,6 @@ def ddp_device(
     return torch.device("cpu"), "gloo"
 
 
-def ddp_worker(
-    rank: int,
-    world_size: int,
-    data: TensorDataset,
-    out_dir: str,
-    epochs: int,
-    per_rank_batch: int,
-    lr: float,
-    seed: int,
-    dtype_name: str = "float32",
-    accumulation_steps: int = 1,
-) -> None:
-    """One DDP process: trains, saves weights (on the CPU) and timings.
-
-    Start it with `torch.multiprocessing.spawn(ddp_worker, args=(world_size, ...),
-    nprocs=world_size)`. Rank r trains where `ddp_device` says (GPU r with NCCL when
-    there is a GPU for every rank, else the CPU with gloo) and writes `rank{r}.pt` and
-    `rank{r}.json` (its device and backend, epoch times, losses) into `out_dir`.
-    With `accumulation_steps=k` (chapter 12), each optimizer step uses k micro-batches
-    of `per_rank_batch`: the first k-1 run under `model.no_sync()` (no all-reduce), and
-    a last group of fewer than k micro-batches in an epoch is dropped, as `drop_last`
-    does.
-    """
-    check_int("accumulation_steps", accumulation_steps)
-    device, backend = ddp_device(rank, world_size)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        torch.backends.cudnn.allow_tf32 = False  # float32 means float32: the chapters
-        torch.backends.cuda.matmul.allow_tf32 = False  # compare weights with the CPU's
-    else:
-        torch.set_num_threads(1)  # the ranks share the machine's cores
-    out = Path(out_dir)
-    dist.init_process_group(
-        backend,
-        init_method=f"file://{out / 'rendezvous'}",
-        rank=rank,
-        world_size=world_size,
-    )
-    try:
-        model = DistributedDataParallel(
-            make_model(seed, getattr(torch, dtype_name)).to(device),
-            device_ids=[device.index] if device.type == "cuda" else None,
-        )
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-        sampler = DistributedSampler(
-            data,
-            num_replicas=world_size,
-            rank=rank,
-            shuffle=True,
-            seed=seed,
-            drop_last=True,
-        )
-        loader = DataLoader(
-            data, batch_size=per_rank_batch, sampler=sampler, drop_last=True
-        )
-        steps = len(loader) // accumulation_steps
-        epoch_seconds, losses = [], []
-        for epoch in range(epochs):
-            sampler.set_epoch(epoch)  # a new order every epoch, the same on every rank
-            start = time.perf_counter()
-            for index, (images, labels) in enumerate(loader):
-                if index == steps * accumulation_steps:
-                    break  # an incomplete last group
-                last = (index + 1) % accumulation_steps == 0
-                images, labels = images.to(device), labels.to(device)
-                with contextlib.nullcontext() if last else model.no_sync():
-                    loss = nn.functional.cross_entropy(model(images), labels)
-                    # DDP averages the gradients across ranks when `last`
-                    (loss / accumulation_steps).backward()
-                if last:
-                    optimizer.step()
-                    optimizer.zero_grad()
-                losses.append(loss.item())
-            epoch_seconds.append(time.perf_counter() - start)
-        weights = {name: w.cpu() for name, w in model.module.state_dict().items()}
-        torch.save(weights, out / f"rank{rank}.pt")
-        report = {
-            "device": str(device),
-            "backend": backend,
-            "epoch_seconds": epoch_seconds,
-            "losses": losses,
-            "steps_per_epoch": steps,
-            "pid": os.getpid(),
-        }
-        (out / f"rank{rank}.json").write_text(json.dumps(report))
-    finally:
-        dist.destroy_process_group()
-
-
 def save_data(data: TensorDataset, path: str | Path) -> str:
     """Write the images and labels for the workers to read (a process's arguments cannot
     hold a dataset); returns the path. Introduced in chapter 13."""
@@ -249,7 +158,7 @@ def load_data(data_file: str) -> TensorDataset:
 def join_process_group(rank: int, world_size: int, port: int) -> torch.device:
     """Join the process group through a store on this machine's `port`, hosted by rank 0,
     and return this process's device: a GPU each and NCCL when there are enough, else the
-    CPU and gloo (`ddp_device`). Introduced in chapter 13."""
+    CPU and gloo (`ddp_device`). Used from chapter 12 on."""
     device, backend = ddp_device(rank, world_size)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -262,6 +171,63 @@ def join_process_group(rank: int, world_size: int, port: int) -> torch.device:
         world_size=world_size,
     )
     return device
+
+
+def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Tensor]:
+    """The example indices of each step's global batch: consecutive, in order, so a sharded
+    run and one process see the same batches. Used in chapters 13 and 14."""
+    check_int("step_batches: global_batch", global_batch)
+    check_int("step_batches: steps", steps)
+    if global_batch * steps > examples:
+        raise ValueError(
+            f"step_batches: {steps} steps of {global_batch} need {global_batch * steps} "
+            f"examples, and there are {examples}; lower the steps or the batch."
+        )
+    return [
+        torch.arange(s * global_batch, (s + 1) * global_batch) for s in range(steps)
+    ]
+
+
+def rank_part(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """Rank `rank`'s equal part of a global batch. Used in chapters 13 and 14."""
+    check_int("rank_part: world_size", world_size)
+    if len(batch) % world_size:
+        raise ValueError(
+            f"rank_part: a global batch of {len(batch)} does not split into {world_size} "
+            "equal parts; make it a multiple of the number of processes."
+        )
+    size = len(batch) // world_size
+    return batch[rank * size : (rank + 1) * size]
+
+
+#: The collectives the profiler records, as c10d names them, with the argument whose size
+#: counts: an all-gather's output (the whole tensor), a reduce-scatter's input.
+_GATHER_SCATTER = {
+    "c10d::_allgather_base_": ("all-gather", 0),
+    "c10d::_reduce_scatter_base_": ("reduce-scatter", 1),
+}
+
+
+def collectives(events) -> list[tuple[str, int]]:
+    """The collectives among a `torch.profiler` run's `events()`, in the order they ran, as
+    (kind, elements of the whole tensor). Used in chapters 13 and 14.
+
+    c10d records an all-reduce of a list of tensors without their shapes; the backend's own
+    event (`gloo:all_reduce`, `nccl:all_reduce`) has them. That event can start after the
+    next all-reduce was launched (gloo runs it on a thread of its own), so each one is
+    matched with the oldest all-reduce still waiting; one with none waiting is gloo's work
+    inside a reduce-scatter."""
+    found, waiting = [], 0
+    for event in events:
+        if event.name in _GATHER_SCATTER:
+            kind, argument = _GATHER_SCATTER[event.name]
+            found.append((kind, torch.Size(event.input_shapes[argument]).numel()))
+        elif event.name == "c10d::allreduce_":
+            waiting += 1
+        elif waiting and event.name.endswith(":all_reduce"):
+            found.append(("all-reduce", torch.Size(event.input_shapes[0]).numel()))
+            waiting -= 1
+    return found
 
 
 # A rank whose function returned ends at once (os._exit, after flushing its output), without
