@@ -1,4 +1,4 @@
-"""utils.pytorch_ddp: the sampler's batches and run_ranks' errors; the DDP workers chapters 7
+"""utils.pytorch_ddp: the model, the devices and run_ranks' errors; the DDP workers chapters 7
 and 12 write on their pages (2 CPU processes == one process). Chapter 15's straggler_worker
 and mismatch_worker are asserted in the chapter's own cells (under nbval, and again in its
 second run)."""
@@ -11,15 +11,13 @@ import torch
 import torch.multiprocessing as mp
 
 from tests.helpers import import_chapter_files
+from utils.ddp_reference import train_one_process
 from utils.launch import free_ports
 from utils.pytorch_ddp import (
     ddp_device,
-    global_batches,
     make_model,
-    rank_indices,
     run_ranks,
     to_tensors,
-    train_one_process,
 )
 
 
@@ -28,18 +26,6 @@ def test_model_is_seeded_and_shapes_match_the_tf_model():
     assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
     assert a(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     assert sum(p.numel() for p in a.parameters()) == 12810  # as utils.small_cnn
-
-
-def test_ranks_split_each_epoch_without_overlap_and_reshuffle():
-    first = [rank_indices(10, 2, r, epoch=0, seed=0) for r in range(2)]
-    assert len(first[0]) == len(first[1]) == 5 and not set(first[0]) & set(first[1])
-    assert rank_indices(10, 2, 0, epoch=1, seed=0) != first[0]
-
-
-def test_global_batches_join_the_ranks_batches():
-    batches = global_batches(10, 2, per_rank_batch=2, epoch=0, seed=0)
-    ranks = [rank_indices(10, 2, r, 0, 0) for r in range(2)]
-    assert batches == [ranks[0][0:2] + ranks[1][0:2], ranks[0][2:4] + ranks[1][2:4]]
 
 
 def test_to_tensors_makes_nchw():

@@ -44,6 +44,11 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "A working re-creation of the removed `keras.utils.multi_gpu_model`, for old code.",
         ("import keras", "import tensorflow as tf"),
     ),
+    "07_pytorch_dp_ddp": (
+        "ddp_reference",
+        "What DDP's processes train, in one process: the sampler's batches and their union.",
+        ("import torch", "from torch import nn", "from utils.pytorch_ddp import make_model"),
+    ),
     "13_sharded_data_parallelism": (
         "sharding",
         "Sharded data parallelism: what each device holds, and what it computes.",

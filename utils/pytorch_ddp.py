@@ -1,7 +1,7 @@
-"""PyTorch plumbing for the chapters: the same small CNN as the Keras chapters, the batches
-`DistributedSampler` gives each rank and one process's equivalent of them, where a DDP
-process trains (`ddp_device`), joining a process group, and chapter 15's launcher that
-cannot hang (`run_ranks`) with its failing workers.
+"""PyTorch plumbing for the chapters: the same small CNN as the Keras chapters, the data as
+tensors, where a DDP process trains (`ddp_device`), joining a process group, consecutive
+batches and a process's part of one, the collectives a profiler recorded, and chapter 15's
+launcher that cannot hang (`run_ranks`) with its failing workers.
 
 Chapter 15's workers live in this importable module because `run_ranks` pickles the
 function it starts: a function defined in a notebook cannot be found by the new
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DistributedSampler, TensorDataset
+from torch.utils.data import TensorDataset
 
 from utils.checks import check_int
 from utils.errors import error_line
@@ -63,59 +63,6 @@ def to_tensors(
     """NHWC arrays from `load_mnist_subset` as an NCHW `TensorDataset`."""
     x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).to(dtype)
     return TensorDataset(x, torch.from_numpy(labels.astype(np.int64)))
-
-
-def rank_indices(
-    n: int, world_size: int, rank: int, epoch: int, seed: int
-) -> list[int]:
-    """The example indices `DistributedSampler` gives `rank` in `epoch` (shuffled, drop_last)."""
-    sampler = DistributedSampler(
-        range(n),
-        num_replicas=world_size,
-        rank=rank,
-        shuffle=True,
-        seed=seed,
-        drop_last=True,
-    )
-    sampler.set_epoch(epoch)
-    return list(sampler)
-
-
-def global_batches(n: int, world_size: int, per_rank_batch: int, epoch: int, seed: int):
-    """For each step, the indices of all ranks' batches together: one process's equivalent."""
-    per_rank = [rank_indices(n, world_size, r, epoch, seed) for r in range(world_size)]
-    steps = len(per_rank[0]) // per_rank_batch
-    return [
-        [
-            i
-            for indices in per_rank
-            for i in indices[s * per_rank_batch : (s + 1) * per_rank_batch]
-        ]
-        for s in range(steps)
-    ]
-
-
-def train_one_process(
-    data: TensorDataset,
-    *,
-    world_size: int,
-    per_rank_batch: int,
-    epochs: int,
-    lr: float,
-    seed: int,
-    dtype=torch.float32,
-    momentum: float = 0.0,
-) -> nn.Module:
-    """Single-process SGD on exactly the global batches the DDP ranks see together."""
-    model = make_model(seed, dtype)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
-    images, labels = data.tensors
-    for epoch in range(epochs):
-        for batch in global_batches(len(data), world_size, per_rank_batch, epoch, seed):
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(images[batch]), labels[batch]).backward()
-            optimizer.step()
-    return model
 
 
 def ddp_device(
