@@ -113,3 +113,12 @@ def import_chapter_files(notebook, folder, monkeypatch):
     for name in names:
         monkeypatch.delitem(sys.modules, name.removesuffix(".py"), raising=False)
     return importlib.import_module
+
+
+def toc_pages() -> list[str]:
+    """The pages `_toc.yml` lists after the root, in order, through its parts."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    parts = toc.get("parts", [{"chapters": toc.get("chapters", [])}])
+    return [entry["file"] for part in parts for entry in part["chapters"]]

@@ -14,14 +14,13 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-import yaml
 
-from tests.helpers import ROOT, colab_url
+from tests.helpers import ROOT, colab_url, toc_pages
 
 pytestmark = pytest.mark.full  # builds the book and opens it: the full proof
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-PAGES = [entry["file"] for entry in yaml.safe_load((ROOT / "_toc.yml").read_text())["chapters"]]
+PAGES = toc_pages()
 #: The chapters: the pages made from notebooks (the recipes page is Markdown).
 NOTEBOOK_PAGES = [page for page in PAGES if (ROOT / f"{page}.ipynb").exists()]
 LAPTOP_SCREEN = {"width": 1440, "height": 900}  # the screen every page opens on

@@ -6,17 +6,14 @@ import re
 import pytest
 import yaml
 
-from tests.helpers import NOTEBOOKS, ROOT, colab_url, load_notebook, source
+from tests.helpers import NOTEBOOKS, ROOT, colab_url, load_notebook, source, toc_pages
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 
 
 def toc_files():
-    files = [TOC["root"]]
-    for entry in TOC.get("chapters", []):
-        files.append(entry["file"])
-    return files
+    return [TOC["root"], *toc_pages()]
 
 
 def test_there_are_chapters():
@@ -65,3 +62,12 @@ def test_title_and_colab_badge_point_at_this_notebook(path):
     assert first["cell_type"] == "markdown" and source(first).startswith("# ")
     links = re.findall(r"https://colab\.research\.google\.com/github/[^)\s]+", source(first))
     assert links == [colab_url(path.as_posix())]
+
+
+def test_the_chapters_are_numbered_in_the_order_the_prose_numbers_them():
+    """The prose says "chapter N": the rendered book numbers the notebooks 1, 2, ... in the
+    order of their file names, across the numbered parts."""
+    numbered = [
+        entry["file"] for part in TOC["parts"] if part.get("numbered") for entry in part["chapters"]
+    ]
+    assert numbered == [p.with_suffix("").as_posix() for p in NOTEBOOKS]
