@@ -11,12 +11,12 @@ tests/test_style.py checks the written files with the same `ruff_settings`.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 
+from tools.save_from_chapters import ruff_formatted
 from utils.launch import REPOSITORY
 
 MAGIC = "%%writefile"
@@ -48,20 +48,6 @@ def ruff_settings(names: list[str]) -> list[str]:
     ]
 
 
-def _formatted(code: str, settings: list[str]) -> str:
-    for command in (["check", "--select", "I", "--fix", "--quiet"], ["format", "--quiet"]):
-        ruff = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, *settings, "--stdin-filename", "x.py", "-"],
-            input=code,
-            capture_output=True,
-            text=True,
-        )
-        if ruff.returncode != 0:
-            raise ValueError(f"ruff could not format a %%writefile cell:\n{ruff.stderr}")
-        code = ruff.stdout
-    return code
-
-
 def format_notebook(path: Path) -> int:
     """Format `path`'s `%%writefile` cells in place; the number of cells changed."""
     notebook = nbformat.read(path, as_version=4)
@@ -71,7 +57,7 @@ def format_notebook(path: Path) -> int:
         first, _, code = cell.source.partition("\n")
         if cell.cell_type != "code" or first.split()[:1] != [MAGIC]:
             continue
-        new = _formatted(code, settings).strip("\n")
+        new = ruff_formatted(code, first.split()[-1], settings).strip("\n")
         if "-a" in first.split():  # an addition: two blank lines after the part before
             new = "\n\n" + new
         if new != code:

@@ -17,6 +17,7 @@ import ast
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import nbformat
@@ -126,21 +127,22 @@ def saved_module(chapter: str, root: Path = REPOSITORY) -> str:
         found += [line for line in cell_imports if line not in found]
         blocks.append(code)
     text = "\n\n".join([header, "\n".join(found), *blocks]) + "\n"
-    return _formatted(text, module_path(module, _CONFIG_ROOT))
+    return ruff_formatted(text, module_path(module, _CONFIG_ROOT))
 
 
-def _formatted(text: str, path: Path) -> str:
-    """`text` with its imports sorted and its code formatted as ruff does for `path`."""
+def ruff_formatted(text: str, path: Path | str, options: Sequence[str] = ()) -> str:
+    """`text` with its imports sorted and its code formatted as ruff does for a file at
+    `path`, with the project's settings, or with `options` (ruff's command-line options)."""
     for command in (["check", "--select", "I", "--fix", "--quiet"], ["format", "--quiet"]):
         ruff = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, "--stdin-filename", str(path), "-"],
+            [sys.executable, "-m", "ruff", *command, *options, "--stdin-filename", str(path), "-"],
             input=text,
             capture_output=True,
             text=True,
             cwd=_CONFIG_ROOT,
         )
         if ruff.returncode != 0:
-            raise ValueError(f"ruff could not format {path.name}:\n{ruff.stderr.strip()}")
+            raise ValueError(f"ruff could not format {Path(path).name}:\n{ruff.stderr.strip()}")
         text = ruff.stdout
     return text
 
