@@ -29,6 +29,31 @@ def test_buckets_fill_from_the_last_tensor(chapter14):
         make_buckets([1], 0)
 
 
+def test_the_timeline_keeps_the_cpus_events(chapter14):
+    """On a GPU the profiler records each `record_function` twice, on the CPU and on the
+    GPU (seen on an H200: six "step" events for three steps); the timeline keeps one."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def event(name, start, end, device=DeviceType.CPU):
+        span = SimpleNamespace(start=start, elapsed_us=lambda: end - start)
+        return SimpleNamespace(name=name, time_range=span, device_type=device)
+
+    events = [
+        event("step", 1000, 5000),
+        event("step", 1200, 5200, DeviceType.CUDA),
+        event("autograd::engine::evaluate_function: AddmmBackward0", 2000, 2500),
+        event("nccl:all_reduce", 2400, 3000),
+    ]
+    timeline = chapter14("timeline").intervals(events)
+    assert timeline == {
+        "step": [[0.0, 4.0]],
+        "backward": [[1.0, 0.5]],
+        "all-reduce": [[1.4, 0.6]],
+    }
+
+
 def test_the_ring_model_is_recovered_from_its_own_times(chapter14):
     fit_latency_and_bandwidth = chapter14("bandwidth").fit_latency_and_bandwidth
     alpha, bandwidth, n = 5e-6, 2e9, 4

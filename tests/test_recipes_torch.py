@@ -295,6 +295,15 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
     assert plot.stat().st_size > 0
 
 
+def test_the_pages_gpu_table_is_what_the_measured_file_gives(capsys):
+    """on_your_own_machine.md shows the table results_table.py prints for the GPU runs'
+    own results file, so that no number on the page was typed by hand."""
+    _results_table().main([str(RECIPES / "measured" / "nvidia_h200_one_gpu.jsonl")])
+    printed = capsys.readouterr().out.rstrip()
+    page = (ROOT / "on_your_own_machine.md").read_text()
+    assert f"```text\n{printed}\n```" in page
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
