@@ -15,6 +15,7 @@ from utils.launch import (
     free_ports,
     gpu_per_process_environments,
     jax_platform_environment,
+    join_spawned,
     launch_tf_workers,
     run_processes,
     tf_config,
@@ -77,6 +78,34 @@ def test_a_hung_process_and_its_children_are_killed_at_the_deadline(tmp_path):
     while running(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not running(child)  # the grandchild is gone too: no orphans
+
+
+def sleep_if_rank_1(rank: int, seconds: float) -> None:
+    """A spawned worker: rank 1 hangs (sleeps), the others return at once."""
+    if rank == 1:
+        time.sleep(seconds)
+
+
+def fail_if_rank_1(rank: int) -> None:
+    if rank == 1:
+        raise ValueError("bad batch size")
+
+
+def test_spawned_processes_are_joined_with_a_deadline():
+    import torch.multiprocessing as mp
+
+    context = mp.spawn(sleep_if_rank_1, args=(60,), nprocs=2, join=False)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"process\(es\) 1 of 2 still running after 3 s"):
+        join_spawned(context, timeout_s=3)
+    assert time.monotonic() - start < 10
+    assert not any(p.is_alive() for p in context.processes)
+    join_spawned(mp.spawn(sleep_if_rank_1, args=(0.1,), nprocs=2, join=False), 60)
+    failing = mp.spawn(fail_if_rank_1, nprocs=2, join=False)
+    with pytest.raises(mp.ProcessRaisedException, match="bad batch size"):
+        join_spawned(failing, timeout_s=60)
+    with pytest.raises(ValueError, match="timeout_s must be positive"):
+        join_spawned(failing, timeout_s=0)
 
 
 @pytest.mark.parametrize(

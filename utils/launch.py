@@ -179,6 +179,30 @@ def run_processes(
                 log.close()
 
 
+def join_spawned(context, timeout_s: float = 120.0) -> None:
+    """Wait for the processes of `torch.multiprocessing.spawn(..., join=False)`, at most
+    `timeout_s` seconds. As `spawn(..., join=True)` does, raise the error of a process
+    that failed (after stopping the others); unlike it, at the deadline kill every
+    process still running and raise a TimeoutError, so that a hung group (chapter 15)
+    cannot hang the notebook."""
+    if not timeout_s > 0:
+        raise ValueError(
+            f"join_spawned: timeout_s must be positive; got {timeout_s!r}."
+        )
+    deadline = time.monotonic() + timeout_s
+    while not context.join(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            running = [i for i, p in enumerate(context.processes) if p.is_alive()]
+            for process in context.processes:
+                process.kill()
+                process.join()
+            raise TimeoutError(
+                f"process(es) {', '.join(map(str, running))} of "
+                f"{len(context.processes)} still running after {timeout_s:g} s; "
+                "every process was stopped."
+            )
+
+
 def visible_gpu_ids(gpu_count: int) -> list[str]:
     """The `CUDA_VISIBLE_DEVICES` entries that name this process's first `gpu_count` GPUs.
 
