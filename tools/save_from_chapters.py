@@ -50,6 +50,11 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "What DDP's processes train, in one process: the sampler's batches and their union.",
         ("import torch", "from torch import nn", "from utils.pytorch_ddp import make_model"),
     ),
+    "12_splitting_the_batch": (
+        "process_group",
+        "Joining a PyTorch process group at a TCP port: the workers from chapter 12 on.",
+        (),
+    ),
     "13_sharded_data_parallelism": (
         "sharding",
         "Sharded data parallelism: what each device holds, and what it computes.",

@@ -1,33 +1,22 @@
 """PyTorch plumbing for the chapters: the same small CNN as the Keras chapters, the data as
-tensors, where a DDP process trains (`ddp_device`), joining a process group, consecutive
-batches and a process's part of one, the collectives a profiler recorded, and chapter 15's
-launcher that cannot hang (`run_ranks`) with its failing workers.
-
-Chapter 15's workers live in this importable module because `run_ranks` pickles the
-function it starts: a function defined in a notebook cannot be found by the new
-processes. The chapters write the workers they teach into files of their own.
+tensors, where a DDP process trains (`ddp_device`), consecutive batches and a process's part
+of one, the collectives a profiler recorded, and a launcher that cannot hang (`run_ranks`).
+The chapters write the workers they teach into files of their own (`%%writefile`).
 """
 
 from __future__ import annotations
 
 import base64
-import datetime
-import json
-import os
 import pickle
-import re
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from utils.checks import check_int
-from utils.errors import error_line
 from utils.launch import run_processes
 
 
@@ -100,24 +89,6 @@ def save_data(data: TensorDataset, path: str | Path) -> str:
 def load_data(data_file: str) -> TensorDataset:
     """What `save_data` wrote. Introduced in chapter 13."""
     return TensorDataset(*torch.load(data_file))
-
-
-def join_process_group(rank: int, world_size: int, port: int) -> torch.device:
-    """Join the process group through a store on this machine's `port`, hosted by rank 0,
-    and return this process's device: a GPU each and NCCL when there are enough, else the
-    CPU and gloo (`ddp_device`). Used from chapter 12 on."""
-    device, backend = ddp_device(rank, world_size)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    else:
-        torch.set_num_threads(1)  # the processes share the cores
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-    )
-    return device
 
 
 def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Tensor]:
@@ -218,67 +189,3 @@ def run_ranks(
         names=[f"rank {rank}" for rank in range(world_size)],
         timeout_s=timeout_s,
     )
-
-
-def straggler_worker(
-    rank: int, world_size: int, out_dir: str, timeout_s: float, monitored: bool
-) -> None:
-    """Chapter 15's hung collective: rank 0 waits for an all-reduce (or, with `monitored`, a
-    `dist.monitored_barrier`) that the last rank never joins: it is stuck until the other
-    ranks have reported (at most a minute). Rank r writes `{"outcome": ..., "seconds": ...}`
-    into `out_dir/rank{r}.json`.
-    """
-    dist.init_process_group(
-        "gloo",
-        init_method=f"file://{Path(out_dir) / 'rendezvous'}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
-    start = time.perf_counter()
-    try:
-        if (
-            rank == world_size - 1
-        ):  # stuck: a slow data loader, a deadlock, a breakpoint
-            others = [Path(out_dir) / f"rank{r}.json" for r in range(world_size - 1)]
-            stuck_until = time.monotonic() + 60
-            while not all(map(Path.exists, others)) and time.monotonic() < stuck_until:
-                time.sleep(0.05)
-            outcome = "was stuck, and never joined"
-        elif monitored:
-            dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s))
-            outcome = "passed the barrier"
-        else:
-            dist.all_reduce(torch.ones(1))
-            outcome = "finished the all-reduce"
-    except RuntimeError as err:  # the message without gloo's source path
-        outcome = f"{type(err).__name__}: " + re.sub(
-            r"^\[[^\]]*/[^\]]*\]\s*", "", error_line(err)
-        )
-    report = {"outcome": outcome, "seconds": time.perf_counter() - start}
-    (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(report))
-    os._exit(
-        0
-    )  # skip the process group's shutdown, which would wait for the other rank
-
-
-def mismatch_worker(rank: int, world_size: int, out_dir: str) -> None:
-    """Chapter 15's collective mismatch: each rank all-reduces a tensor of another length,
-    with `TORCH_DISTRIBUTED_DEBUG=DETAIL`, which checks the ranks agree before running it.
-    Rank r writes the first line of its error into `out_dir/rank{r}.txt`."""
-    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"  # as if set before Python started:
-    dist.set_debug_level_from_env()  # torch read the variable when it was imported
-    dist.init_process_group(
-        "gloo",
-        init_method=f"file://{Path(out_dir) / 'rendezvous'}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=30),
-    )
-    try:
-        dist.all_reduce(torch.ones(2 + rank))
-        outcome = "no error"
-    except RuntimeError as err:
-        outcome = error_line(err)
-    (Path(out_dir) / f"rank{rank}.txt").write_text(outcome)
-    os._exit(0)
