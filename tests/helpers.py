@@ -86,16 +86,14 @@ def write_chapter_files(notebook, folder) -> dict:
     Returns {NAME: path}. Tests import or run the code a chapter writes on its page."""
     from pathlib import Path
 
+    from tools.format_written import writefile_cells
+
     Path(folder).mkdir(parents=True, exist_ok=True)
     paths = {}
-    for cell in code_cells(load_notebook(notebook)):
-        first, _, text = source(cell).partition("\n")
-        words = first.split()
-        if not words or words[0] != "%%writefile":
-            continue
-        name = words[-1]
-        paths[name] = Path(folder) / name
-        with open(paths[name], "a" if "-a" in words else "w") as file:
+    for written in writefile_cells(load_notebook(notebook)):
+        paths[written.name] = Path(folder) / written.name
+        with open(paths[written.name], "a" if written.appends else "w") as file:
+            text = written.code
             file.write(text if text.endswith("\n") else text + "\n")
     return paths
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from tests.helpers import NOTEBOOKS, ROOT, code_cells, load_notebook, source, write_chapter_files
-from tools.format_written import ruff_settings
+from tests.helpers import NOTEBOOKS, ROOT, load_notebook, write_chapter_files
+from tools.format_written import ruff_settings, written_names
 
 
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=" ".join)
@@ -23,11 +23,7 @@ def test_ruff_finds_nothing(command):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-WRITES_FILES = [
-    path
-    for path in NOTEBOOKS
-    if any(source(cell).startswith("%%writefile") for cell in code_cells(load_notebook(path)))
-]
+WRITES_FILES = [path for path in NOTEBOOKS if written_names(load_notebook(path))]
 
 
 @pytest.mark.parametrize("path", WRITES_FILES, ids=str)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -22,14 +24,30 @@ from utils.launch import REPOSITORY
 MAGIC = "%%writefile"
 
 
-def written_names(notebook: nbformat.NotebookNode) -> list[str]:
+class Written(NamedTuple):
+    """A `%%writefile` cell: its first line, the file it writes, whether `-a` adds to the
+    file, and its code (the rest of the cell)."""
+
+    cell: dict
+    header: str
+    name: str
+    appends: bool
+    code: str
+
+
+def writefile_cells(notebook) -> Iterator[Written]:
+    """The `%%writefile` cells of `notebook` (nbformat's, or its JSON as a dict), in order:
+    the one reading of them that this tool and the tests share."""
+    for cell in notebook["cells"]:
+        header, _, code = "".join(cell["source"]).partition("\n")
+        words = header.split()
+        if cell["cell_type"] == "code" and words[:1] == [MAGIC]:
+            yield Written(cell, header, words[-1], "-a" in words, code)
+
+
+def written_names(notebook) -> list[str]:
     """The files `notebook`'s `%%writefile` cells write, in order, without repeats."""
-    names = []
-    for cell in notebook.cells:
-        first = cell.source.partition("\n")[0].split()
-        if cell.cell_type == "code" and first[:1] == [MAGIC] and first[-1] not in names:
-            names.append(first[-1])
-    return names
+    return list(dict.fromkeys(written.name for written in writefile_cells(notebook)))
 
 
 def ruff_settings(names: list[str]) -> list[str]:
@@ -53,15 +71,12 @@ def format_notebook(path: Path) -> int:
     notebook = nbformat.read(path, as_version=4)
     settings = ruff_settings(written_names(notebook))
     changed = 0
-    for cell in notebook.cells:
-        first, _, code = cell.source.partition("\n")
-        if cell.cell_type != "code" or first.split()[:1] != [MAGIC]:
-            continue
-        new = ruff_formatted(code, first.split()[-1], settings).strip("\n")
-        if "-a" in first.split():  # an addition: two blank lines after the part before
+    for cell, header, name, appends, code in writefile_cells(notebook):
+        new = ruff_formatted(code, name, settings).strip("\n")
+        if appends:  # an addition: two blank lines after the part before
             new = "\n\n" + new
         if new != code:
-            cell.source = f"{first}\n{new}"
+            cell.source = f"{header}\n{new}"
             changed += 1
     if changed:
         nbformat.write(notebook, path)
