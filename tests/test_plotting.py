@@ -3,10 +3,12 @@
 import pytest
 
 from utils.plotting import (
+    draw_collectives,
     draw_data_parallel_step,
     draw_dp_and_ddp,
     draw_mirrored_strategy,
     draw_resume_timeline,
+    draw_ring_all_reduce,
     draw_torchrun_launch,
     plot_curves,
     plot_step_timeline,
@@ -123,3 +125,28 @@ def test_step_timeline_has_three_lanes_per_process():
     assert len(labels) == 6
     with pytest.raises(ValueError, match="each with"):
         plot_step_timeline([{"step": []}])
+
+
+def test_collectives_show_every_device_before_and_after_each():
+    held = [[1, 2], [3, 4]]
+    figure = draw_collectives(held, {"all-reduce": [[4, 6], [4, 6]], "reduce": [[4, 6], None]})
+    texts = [[t.get_text() for t in axis.texts] for axis in figure.axes]
+    assert texts == [
+        ["dev 0: 1 2", "dev 1: 3 4"],
+        ["dev 0: 4 6", "dev 1: 4 6"],
+        ["dev 0: 4 6", "dev 1: 3 4"],
+    ]
+    with pytest.raises(ValueError, match="one entry per device"):
+        draw_collectives(held, {"broadcast": [[1, 2]]})
+
+
+def test_the_ring_shows_each_step_s_messages_on_a_ring_of_devices():
+    states = [[[1, 1], [1, 1]], [[2, 1], [1, 2]], [[2, 2], [2, 2]]]
+    messages = [[], [(0, 1, 1), (1, 0, 0)], [(0, 1, 0), (1, 0, 1)]]
+    figure = draw_ring_all_reduce(states, ["start", "reduce-scatter", "all-gather"], messages)
+    panels = [axis for axis in figure.axes if axis.patches]
+    assert len(panels) == 3 and all(len(axis.patches) == 4 for axis in panels)  # 2 x 2 chunks
+    # 2 device labels and 4 counts; then per message an arrow and its chunk's name
+    assert [len(axis.texts) for axis in panels] == [6, 10, 10]
+    with pytest.raises(ValueError, match="one title and message list per state"):
+        draw_ring_all_reduce(states, ["start"], messages)

@@ -1,5 +1,5 @@
-"""Figures (chapters 2, 3, 7, 9 and 10): training curves, and pictures drawn from the values
-a chapter computes."""
+"""Figures (chapters 2, 3, 5, 7, 9, 10 and 14): training curves, and pictures drawn from the
+values a chapter computes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from itertools import cycle
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 
@@ -531,5 +532,99 @@ def plot_step_timeline(timelines: Sequence[Mapping[str, Sequence[Sequence[float]
     axis.invert_yaxis()  # rank 0 on top
     axis.set_xlabel("ms since the first profiled step began")
     axis.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    return figure
+
+
+def draw_collectives(before: Sequence[Sequence[float]], after: Mapping[str, Sequence]):
+    """The collectives as a set: what each device holds before and after each one;
+    returns the figure.
+
+    Introduced in chapter 5. `before[d]` is the vector device d holds (one entry per
+    chunk); `after` maps a collective's name to what each device holds after it: a
+    vector, a single number (one chunk) or None (nothing new: it keeps `before[d]`)."""
+    devices = len(before)
+    if not devices or not after:
+        raise ValueError(
+            "draw_collectives: give each device's vector and one collective."
+        )
+    if any(len(held) != devices for held in after.values()):
+        raise ValueError(
+            "draw_collectives: every collective needs one entry per device."
+        )
+    panels = 1 + len(after)
+    figure, axes = plt.subplots(
+        1, panels, figsize=(2.35 * panels, 0.55 * devices + 1.3)
+    )
+    for axis, (title, held) in zip(axes, [("before", list(before)), *after.items()]):
+        axis.set(xlim=(0, 1), ylim=(devices - 0.4, -0.8))
+        axis.axis("off")
+        axis.set_title(title, fontsize=10)
+        for device, values in enumerate(held):
+            kept = values is None
+            values = before[device] if kept else values
+            text = " ".join(f"{v:g}" for v in np.atleast_1d(values))
+            colours = _GREY if kept or title == "before" else _ORANGE
+            _box(axis, 0.5, device, f"dev {device}: {text}", colours, fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Sequence]):
+    """A ring all-reduce step by step: the devices on a ring, the chunks each holds
+    (shaded by how many devices' contributions they sum) and the messages of the step
+    (arrows from each device to the next, labelled with the chunk sent); returns the
+    figure.
+
+    Introduced in chapter 5. `states[k][device][chunk]` counts the contributions held
+    after panel k; `messages[k]` lists (source, target, chunk) sent to reach panel k
+    (none for the first)."""
+    if not len(states) == len(titles) == len(messages):
+        raise ValueError("draw_ring_all_reduce: one title and message list per state.")
+    n = len(states[0])
+    columns = (len(states) + 1) // 2
+    figure, axes = plt.subplots(2, columns, figsize=(3.3 * columns, 7.0))
+    for axis in axes.ravel()[len(states) :]:
+        axis.axis("off")
+    angles = np.pi / 2 - 2 * np.pi * np.arange(n) / n  # device 0 on top, clockwise
+    centres = 1.3 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    shades = plt.get_cmap("Blues")
+    for axis, state, title, sent in zip(axes.ravel(), states, titles, messages):
+        axis.set(xlim=(-2.15, 2.15), ylim=(-1.75, 1.95), aspect="equal")
+        axis.axis("off")
+        axis.set_title(title, fontsize=9)
+        for device, (x, y) in enumerate(centres):
+            axis.text(x, y + 0.36, f"dev {device}", ha="center", fontsize=8)
+            for chunk in range(n):
+                count = int(state[device][chunk])
+                left = x - 0.16 * n + 0.32 * chunk
+                axis.add_patch(
+                    plt.Rectangle(
+                        (left, y - 0.15), 0.3, 0.3, fc=shades(count / n), ec="#4a78b0"
+                    )
+                )
+                axis.text(
+                    left + 0.15,
+                    y,
+                    count,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if count == n else "black",
+                )
+        for source, target, chunk in sent:
+            start, end = centres[source], centres[target]
+            axis.annotate(
+                "",
+                xy=end * 0.42,
+                xytext=start * 0.42,
+                arrowprops={**_ARROW, "color": "#c07a2c", "lw": 1.4},
+            )
+            middle = (start + end) / 2 * 0.62
+            axis.text(*middle, f"c{chunk}", fontsize=7, color="#8a5218", ha="center")
+    figure.suptitle(
+        f"Ring all-reduce over {n} devices: a device's squares are its chunks c0-c{n - 1}, "
+        "each numbered by how many devices' values it sums; arrows: the step's messages"
+    )
     figure.tight_layout()
     return figure
