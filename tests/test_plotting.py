@@ -3,6 +3,7 @@
 import pytest
 
 from utils.plotting import (
+    draw_collective_sequence,
     draw_collectives,
     draw_data_parallel_step,
     draw_dp_and_ddp,
@@ -10,6 +11,7 @@ from utils.plotting import (
     draw_resume_timeline,
     draw_ring_all_reduce,
     draw_torchrun_launch,
+    draw_zero_holdings,
     plot_curves,
     plot_step_timeline,
 )
@@ -150,3 +152,23 @@ def test_the_ring_shows_each_step_s_messages_on_a_ring_of_devices():
     assert [len(axis.texts) for axis in panels] == [6, 10, 10]
     with pytest.raises(ValueError, match="one title and message list per state"):
         draw_ring_all_reduce(states, ["start"], messages)
+
+
+def test_zero_holdings_fill_a_device_s_own_slice_of_what_a_stage_splits():
+    sharded = {"replicated": (), "ZeRO-1": ("optimizer state",)}
+    figure = draw_zero_holdings(sharded, {"weights": 2, "optimizer state": 12}, devices=2)
+    replicated, zero1 = figure.axes
+    filled = [[(p.get_y(), p.get_height()) for p in a.patches if p.fill] for a in figure.axes]
+    assert filled[0] == [(0, 2), (0, 2), (2, 12), (2, 12)]  # everything, on both devices
+    assert filled[1] == [(0, 2), (0, 2), (2, 6), (8, 6)]  # device d: slice d of Adam's state
+    with pytest.raises(ValueError, match="two devices"):
+        draw_zero_holdings(sharded, {"weights": 2}, devices=1)
+
+
+def test_a_collective_sequence_names_each_call_s_layer():
+    calls = [("all-gather", 160), ("reduce-scatter", 160), ("all-gather", 7)]
+    figure = draw_collective_sequence(calls, {160: "layers.0"})
+    boxes = [t.get_text() for t in figure.axes[0].texts if t.get_text()]
+    assert boxes == ["all-gather\nlayers.0\n160", "reduce-scatter\nlayers.0\n160", "all-gather\n7"]
+    with pytest.raises(ValueError, match="no collective"):
+        draw_collective_sequence([], {})

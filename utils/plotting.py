@@ -1,4 +1,4 @@
-"""Figures (chapters 2, 3, 5, 7, 9, 10 and 14): training curves, and pictures drawn from the
+"""Figures (chapters 2, 3, 5, 7, 9, 10, 13 and 14): training curves, and pictures drawn from the
 values a chapter computes."""
 
 from __future__ import annotations
@@ -626,5 +626,95 @@ def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Seque
         f"Ring all-reduce over {n} devices: a device's squares are its chunks c0-c{n - 1}, "
         "each numbered by how many devices' values it sums; arrows: the step's messages"
     )
+    figure.tight_layout()
+    return figure
+
+
+def draw_zero_holdings(
+    sharded: Mapping[str, Sequence[str]],
+    bytes_per_parameter: Mapping[str, float],
+    devices: int,
+):
+    """Who holds what under each ZeRO stage: one panel per stage, one column per device,
+    one block per kind of state (its height the bytes per parameter), filled where that
+    device holds it: all of it when replicated, its own 1/devices slice when sharded;
+    returns the figure.
+
+    Introduced in chapter 13. `sharded` maps each stage to the kinds it splits, as
+    chapter 13's SHARDED does; `bytes_per_parameter` maps each kind to its bytes."""
+    if devices < 2 or not sharded:
+        raise ValueError("draw_zero_holdings: give at least one stage and two devices.")
+    kinds = list(bytes_per_parameter)
+    colours = dict(zip(kinds, ["#4a78b0", "#c07a2c", "#6a9f58", "#8a6bb0"]))
+    height = sum(bytes_per_parameter.values())
+    figure, axes = plt.subplots(
+        1, len(sharded), figsize=(2.6 * len(sharded), 3.6), sharey=True
+    )
+    for axis, (stage, split) in zip(np.atleast_1d(axes), sharded.items()):
+        bottom = 0.0
+        for kind in kinds:
+            size = bytes_per_parameter[kind]
+            for device in range(devices):
+                axis.add_patch(  # the whole of this kind, as an outline
+                    plt.Rectangle(
+                        (device + 0.1, bottom), 0.8, size, fill=False, ec="#999999"
+                    )
+                )
+                start, share = (
+                    (device / devices, 1 / devices) if kind in split else (0, 1)
+                )
+                axis.add_patch(
+                    plt.Rectangle(
+                        (device + 0.1, bottom + start * size),
+                        0.8,
+                        share * size,
+                        fc=colours[kind],
+                        ec="none",
+                        label=kind if device == 0 else None,
+                    )
+                )
+            bottom += size
+        axis.set(xlim=(0, devices), ylim=(0, height), title=stage)
+        axis.set_xticks(
+            [d + 0.5 for d in range(devices)],
+            [f"dev {d}" for d in range(devices)],
+            fontsize=8,
+        )
+    first = np.atleast_1d(axes)[0]
+    first.set_ylabel("bytes per parameter")
+    figure.legend(
+        *first.get_legend_handles_labels(), loc="lower center", ncol=len(kinds)
+    )
+    figure.suptitle("What each device holds (filled) of each kind of state (outlined)")
+    figure.tight_layout(rect=(0, 0.07, 1, 1))
+    return figure
+
+
+def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str]):
+    """A step's collectives in the order they ran, one box each, with its kind, the layer
+    it belongs to and its elements; returns the figure.
+
+    Introduced in chapter 13. `calls` holds (kind, elements) pairs, as
+    `utils.pytorch_ddp.collectives` returns them; `layers` maps a layer's element count
+    to its name (a count not in it is labelled by its size only)."""
+    if not calls:
+        raise ValueError("draw_collective_sequence: the step called no collective.")
+    colours = {"all-gather": _BLUE, "reduce-scatter": _ORANGE, "all-reduce": _GREEN}
+    figure, axis = plt.subplots(figsize=(1.35 * len(calls) + 0.6, 1.9))
+    axis.set(xlim=(-0.6, len(calls) - 0.4), ylim=(-0.9, 0.9))
+    axis.axis("off")
+    for position, (kind, elements) in enumerate(calls):
+        label = f"{kind}\n{layers.get(elements, '')}\n{elements:,}".replace(
+            "\n\n", "\n"
+        )
+        _box(axis, position, 0, label, colours.get(kind, _GREY), fontsize=8)
+        if position:
+            axis.annotate(
+                "",
+                xy=(position - 0.42, 0),
+                xytext=(position - 0.58, 0),
+                arrowprops=_ARROW,
+            )
+    axis.set_title("One step's collectives, in the order they ran", fontsize=10)
     figure.tight_layout()
     return figure
