@@ -3,6 +3,7 @@
 import pytest
 
 from utils.plotting import (
+    draw_bucket_order,
     draw_collective_sequence,
     draw_collectives,
     draw_data_parallel_step,
@@ -172,3 +173,16 @@ def test_a_collective_sequence_names_each_call_s_layer():
     assert boxes == ["all-gather\nlayers.0\n160", "reduce-scatter\nlayers.0\n160", "all-gather\n7"]
     with pytest.raises(ValueError, match="no collective"):
         draw_collective_sequence([], {})
+
+
+def test_bucket_order_puts_gradients_and_all_reduces_in_their_lanes_in_order():
+    events = ["gradient 1 ready", "all-reduce bucket 0 starts (4)", "gradient 0 ready", "x"]
+    figure = draw_bucket_order(events, [[1], [0]], [3, 4])
+    boxes = [t for t in figure.axes[0].texts if t.get_bbox_patch() is not None]
+    assert [(t.get_text(), t.get_position()) for t in boxes] == [
+        ("gradient 1\n4", (0, 0.3)),
+        ("bucket 0\nall-reduce", (1, -1.0)),
+        ("gradient 0\n3", (2, 0.3)),
+    ]
+    with pytest.raises(ValueError, match="no 'gradient i ready'"):
+        draw_bucket_order(["x"], [[0]], [1])

@@ -718,3 +718,61 @@ def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str
     axis.set_title("One step's collectives, in the order they ran", fontsize=10)
     figure.tight_layout()
     return figure
+
+
+def draw_bucket_order(events: Sequence[str], buckets: Sequence[Sequence[int]], sizes):
+    """The backward pass as DDP's hooks saw it: each gradient as it became ready, and each
+    bucket's all-reduce as it started, in order, coloured by bucket; returns the figure.
+
+    Introduced in chapter 14. `events` are the log lines of chapter 14's hooks ("gradient
+    5 ready", "all-reduce bucket 0 starts (8,010)"); `buckets` lists each bucket's
+    gradient indices, as `make_buckets` returns them; `sizes[i]` is gradient i's
+    elements."""
+    bucket_of = {i: b for b, members in enumerate(buckets) for i in members}
+    palette = [_BLUE, _ORANGE, _GREEN, _RED, _GREY]
+    shown = [
+        e for e in events if e.endswith(" ready") or e.startswith("all-reduce bucket")
+    ]
+    if not shown:
+        raise ValueError(
+            "draw_bucket_order: no 'gradient i ready' or bucket event to draw."
+        )
+    figure, axis = plt.subplots(figsize=(1.25 * len(shown) + 0.8, 2.4))
+    axis.set(xlim=(-0.7, len(shown) - 0.3), ylim=(-1.6, 1.0))
+    axis.axis("off")
+    for position, event in enumerate(shown):
+        words = event.split()
+        if event.endswith(" ready"):
+            index = int(words[1])
+            colours = palette[bucket_of[index] % len(palette)]
+            _box(
+                axis,
+                position,
+                0.3,
+                f"gradient {index}\n{sizes[index]:,}",
+                colours,
+                fontsize=8,
+            )
+        else:
+            bucket = int(words[2])
+            colours = palette[bucket % len(palette)]
+            _box(
+                axis,
+                position,
+                -1.0,
+                f"bucket {bucket}\nall-reduce",
+                colours,
+                fontsize=8,
+            )
+    axis.text(-0.65, 0.85, "backward: gradients ready", fontsize=8, color="#555555")
+    axis.text(-0.65, -0.45, "all-reduces started", fontsize=8, color="#555555")
+    axis.annotate(
+        "order of events",
+        xy=(len(shown) - 0.5, -1.5),
+        xytext=(-0.5, -1.5),
+        arrowprops=_ARROW,
+        fontsize=8,
+        va="center",
+    )
+    figure.tight_layout()
+    return figure
