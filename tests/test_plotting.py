@@ -8,6 +8,7 @@ from utils.plotting import (
     draw_collectives,
     draw_data_parallel_step,
     draw_dp_and_ddp,
+    draw_funnel_and_ring,
     draw_mirrored_strategy,
     draw_resume_timeline,
     draw_ring_all_reduce,
@@ -186,3 +187,12 @@ def test_bucket_order_puts_gradients_and_all_reduces_in_their_lanes_in_order():
     ]
     with pytest.raises(ValueError, match="no 'gradient i ready'"):
         draw_bucket_order(["x"], [[0]], [1])
+
+
+def test_funnel_and_ring_label_what_each_design_moves():
+    figure = draw_funnel_and_ring(4, hub_each_way=400, ring_each=600, unit="MB")
+    funnel, ring = figure.axes
+    assert "400 MB each way" in funnel.get_title() and "600 MB" in ring.get_title()
+    assert any("3,200 MB per step" in t.get_text() for t in funnel.texts)  # 2 x 4 x 400
+    with pytest.raises(ValueError, match="two devices"):
+        draw_funnel_and_ring(1, hub_each_way=1, ring_each=1, unit="MB")

@@ -24,6 +24,7 @@ _HOMES = {
     "draw_collectives": "utils.plotting",
     "draw_data_parallel_step": "utils.plotting",
     "draw_dp_and_ddp": "utils.plotting",
+    "draw_funnel_and_ring": "utils.plotting",
     "draw_mirrored_strategy": "utils.plotting",
     "draw_resume_timeline": "utils.plotting",
     "draw_ring_all_reduce": "utils.plotting",
