@@ -3,6 +3,7 @@
 import pytest
 
 from utils.plotting import (
+    draw_average_loss,
     draw_bucket_order,
     draw_collective_sequence,
     draw_collectives,
@@ -196,3 +197,12 @@ def test_funnel_and_ring_label_what_each_design_moves():
     assert any("3,200 MB per step" in t.get_text() for t in funnel.texts)  # 2 x 4 x 400
     with pytest.raises(ValueError, match="two devices"):
         draw_funnel_and_ring(1, hub_each_way=1, ring_each=1, unit="MB")
+
+
+def test_average_loss_shows_each_replica_s_share_and_their_sum():
+    figure = draw_average_loss([30.0, 10.0], [2, 2], 4, one_device=10.0)
+    texts = " | ".join(t.get_text() for t in figure.axes[0].texts)
+    assert "= 7.5000" in texts and "= 2.5000" in texts  # 30 / 4 and 10 / 4
+    assert "SUM over replicas\n= 10.0000" in texts and "instead: 5.0000" in texts
+    with pytest.raises(ValueError, match="one sum and one size per replica"):
+        draw_average_loss([1.0], [1, 1], 2, one_device=1.0)

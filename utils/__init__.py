@@ -19,6 +19,7 @@ _HOMES = {
     "all_reduce_method": "utils.devices",
     "max_abs_difference": "utils.compare",
     "small_cnn": "utils.models",
+    "draw_average_loss": "utils.plotting",
     "draw_bucket_order": "utils.plotting",
     "draw_collective_sequence": "utils.plotting",
     "draw_collectives": "utils.plotting",

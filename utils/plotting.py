@@ -1,4 +1,4 @@
-"""Figures (chapters 2, 3, 5, 6, 7, 9, 10, 13 and 14): training curves, and pictures drawn from the
+"""Figures (chapters 2-7, 9, 10, 13 and 14): training curves, and pictures drawn from the
 values a chapter computes."""
 
 from __future__ import annotations
@@ -831,6 +831,62 @@ def draw_funnel_and_ring(
         f"ring all-reduce: each GPU sends {ring_each:,.0f} {unit} to the next\n"
         "(under twice the model, however many GPUs)",
         fontsize=10,
+    )
+    figure.tight_layout()
+    return figure
+
+
+def draw_average_loss(
+    sums: Sequence[float], sizes: Sequence[int], global_batch: int, one_device: float
+):
+    """`compute_average_loss`'s arithmetic: each replica's sum of per-example losses,
+    divided by the global batch, then summed over the replicas, beside the one-device
+    mean; returns the figure.
+
+    Introduced in chapter 4. `sums[r]` is the sum of replica r's `sizes[r]` per-example
+    losses; `one_device` is the mean loss of the whole batch on one device."""
+    if not sums or len(sums) != len(sizes):
+        raise ValueError("draw_average_loss: give one sum and one size per replica.")
+    replicas = len(sums)
+    figure, axis = plt.subplots(figsize=(10.5, 1.3 + 0.8 * replicas))
+    axis.set(xlim=(0, 10.5), ylim=(-0.8, replicas + 0.2))
+    axis.axis("off")
+    scaled = [s / global_batch for s in sums]
+    for replica, (total, size, share) in enumerate(zip(sums, sizes, scaled)):
+        y = replicas - replica - 0.5
+        _box(
+            axis,
+            1.7,
+            y,
+            f"replica {replica}: {size} examples,\nlosses sum to {total:.3f}",
+            _BLUE,
+            fontsize=8,
+        )
+        _box(
+            axis,
+            4.7,
+            y,
+            f"/ {global_batch} (the global batch)\n= {share:.4f}",
+            _BLUE,
+            fontsize=8,
+        )
+        axis.annotate("", xy=(3.55, y), xytext=(2.95, y), arrowprops=_ARROW)
+        axis.annotate("", xy=(7.75, replicas / 2), xytext=(5.9, y), arrowprops=_ARROW)
+    _box(
+        axis,
+        8.6,
+        replicas / 2,
+        f"SUM over replicas\n= {sum(scaled):.4f}\none device's mean\n= {one_device:.4f}",
+        _ORANGE,
+        fontsize=8,
+    )
+    axis.text(
+        5.25,
+        -0.5,
+        f"MEAN over replicas instead: {sum(scaled) / replicas:.4f}, the loss divided by {replicas}",
+        ha="center",
+        fontsize=8,
+        color="#b03a3a",
     )
     figure.tight_layout()
     return figure
