@@ -13,6 +13,7 @@ from utils.plotting import (
     draw_mirrored_strategy,
     draw_resume_timeline,
     draw_ring_all_reduce,
+    draw_tf_config,
     draw_torchrun_launch,
     draw_zero_holdings,
     plot_curves,
@@ -206,3 +207,18 @@ def test_average_loss_shows_each_replica_s_share_and_their_sum():
     assert "SUM over replicas\n= 10.0000" in texts and "instead: 5.0000" in texts
     with pytest.raises(ValueError, match="one sum and one size per replica"):
         draw_average_loss([1.0], [1, 1], 2, one_device=1.0)
+
+
+def test_tf_config_marks_worker_0_the_chief_unless_there_is_a_chief_task():
+    cluster = {"worker": ["h:1", "h:2"]}
+    configs = [{"cluster": cluster, "task": {"type": "worker", "index": i}} for i in (0, 1)]
+    texts = [t.get_text() for t in draw_tf_config(configs).axes[0].texts]
+    assert [t for t in texts if "chief" in t] == [
+        'worker 0, h:1\n"task": {"type": "worker", "index": 0}\nthe chief: writes checkpoints'
+    ]
+    with_chief = {"chief": ["h:0"], "worker": ["h:1"]}
+    configs = [{"cluster": with_chief, "task": {"type": "chief", "index": 0}}]
+    texts = [t.get_text() for t in draw_tf_config(configs).axes[0].texts]
+    assert [t.split(",")[0] for t in texts if "chief" in t] == ["chief 0"]
+    with pytest.raises(ValueError, match="one cluster for all"):
+        draw_tf_config([configs[0], {"cluster": cluster, "task": {}}])

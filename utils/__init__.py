@@ -29,6 +29,7 @@ _HOMES = {
     "draw_mirrored_strategy": "utils.plotting",
     "draw_resume_timeline": "utils.plotting",
     "draw_ring_all_reduce": "utils.plotting",
+    "draw_tf_config": "utils.plotting",
     "draw_torchrun_launch": "utils.plotting",
     "draw_zero_holdings": "utils.plotting",
     "plot_step_timeline": "utils.plotting",

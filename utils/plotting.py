@@ -1,4 +1,4 @@
-"""Figures (chapters 2-7, 9, 10, 13 and 14): training curves, and pictures drawn from the
+"""Figures (chapters 2-7, 9-11, 13 and 14): training curves, and pictures drawn from the
 values a chapter computes."""
 
 from __future__ import annotations
@@ -887,6 +887,61 @@ def draw_average_loss(
         ha="center",
         fontsize=8,
         color="#b03a3a",
+    )
+    figure.tight_layout()
+    return figure
+
+
+def draw_tf_config(configs: Sequence[Mapping]):
+    """A `MultiWorkerMirroredStrategy` cluster from each worker's `TF_CONFIG`: one box per
+    task with its address and role, and the all-reduce that joins them; returns the
+    figure.
+
+    Introduced in chapter 11. `configs[i]` is worker i's parsed `TF_CONFIG`; all must
+    describe the same cluster. With no `chief` task, worker 0 is the chief."""
+    if not configs or any(c["cluster"] != configs[0]["cluster"] for c in configs):
+        raise ValueError(
+            "draw_tf_config: give each worker's TF_CONFIG, one cluster for all."
+        )
+    cluster = configs[0]["cluster"]
+    tasks = [
+        (kind, index, address)
+        for kind in cluster
+        for index, address in enumerate(cluster[kind])
+    ]
+    has_chief = "chief" in cluster
+    figure, axis = plt.subplots(figsize=(3.2 * len(tasks) + 0.6, 2.6))
+    axis.set(xlim=(-0.6, len(tasks) - 0.4), ylim=(-1.2, 1.1))
+    axis.axis("off")
+    for position, (kind, index, address) in enumerate(tasks):
+        chief = kind == "chief" or (not has_chief and kind == "worker" and index == 0)
+        role = "\nthe chief: writes checkpoints" if chief else ""
+        task = f'"task": {{"type": "{kind}", "index": {index}}}'
+        _box(
+            axis,
+            position,
+            0.35,
+            f"{kind} {index}, {address}\n{task}{role}",
+            _GREEN if chief else _BLUE,
+            fontsize=8,
+        )
+    if len(tasks) > 1:
+        axis.annotate(
+            "",
+            xy=(len(tasks) - 1, -0.45),
+            xytext=(0, -0.45),
+            arrowprops={**_ARROW, "arrowstyle": "<->", "color": "#c07a2c"},
+        )
+        axis.text(
+            (len(tasks) - 1) / 2,
+            -0.75,
+            "all-reduce of the gradients, every step",
+            ha="center",
+            fontsize=8,
+            color="#8a5218",
+        )
+    axis.set_title(
+        'Every worker gets the same "cluster" and its own "task"', fontsize=10
     )
     figure.tight_layout()
     return figure
