@@ -23,6 +23,14 @@ WORDS_PER_MINUTE, CODE_LINES_PER_MINUTE, OUTPUT_LINES_PER_MINUTE = 200, 15, 40
 FIGURE_LINES = 10
 STATED = re.compile(r"About (\d+) minutes to read")
 _WORD = re.compile(r"[A-Za-z0-9][\w'.-]*")
+# what a reader sees of a link: {doc}`chapter 7 <07_pytorch_dp_ddp>`, [text](address)
+_ROLE = re.compile(r"\{\w+\}`([^`<]*?)\s*(?:<[^>`]*>)?`")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+
+
+def _shown(markdown: str) -> str:
+    """The text of `markdown` as the book shows it: links by their text alone."""
+    return _LINK.sub(r"\1", _ROLE.sub(r"\1", STATED.sub("", markdown)))
 
 
 def _visible_output_lines(cell) -> int:
@@ -43,7 +51,7 @@ def reading_minutes(notebook: dict) -> int:
         text = "".join(cell["source"])
         tags = cell.get("metadata", {}).get("tags", [])
         if cell["cell_type"] == "markdown":
-            words += len(_WORD.findall(STATED.sub("", text)))
+            words += len(_WORD.findall(_shown(text)))
             continue
         if not {"hide-input", "hide-cell"} & set(tags):
             code += len(text.splitlines())
