@@ -16,10 +16,10 @@ Launch (Keras uses the JAX backend; it needs jax, and TensorFlow for tf.data):
 
 The batch axis of every batch is split over all devices of all processes; the learning rate
 follows the linear rule with a linear warm-up. At the end of each epoch process 0 saves the
-weights (model and optimizer, `save_weights`) and then an epoch file; run the same command
-again to resume at that epoch boundary (the interrupted epoch is trained again; shuffling
-differs from an uninterrupted run's). The test set is evaluated in whole batches of a
-multiple of the number of devices.
+weights (model and optimizer, `save_weights`, which every process takes part in) and then an
+epoch file; run the same command again to resume at that epoch boundary (the interrupted
+epoch is trained again; shuffling differs from an uninterrupted run's). The test set is
+evaluated in whole batches of a multiple of the number of devices.
 
 Chapters: 3 (fit), 8 (input pipeline), 9 (resuming), 11 (keras.distribution, JAX, several
 processes), 12 (linear LR rule, warm-up, mixed precision).
@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import signal
+import tempfile
 from pathlib import Path
 
 # recipes/tf_common.py and recipes/data.py: copy both beside this file (neither imports
@@ -112,6 +113,17 @@ def choose_precision(devices, device_type: str, requested: str) -> str:
     return "mixed_bfloat16" if capability >= 8 else "mixed_float16"
 
 
+def save_weights(model, path: Path, is_writer: bool) -> None:
+    """Process 0 saves the weights (model and optimizer) to `path`. Every process must call
+    this: with several processes, reading the weights takes part in collectives, so the
+    others save a copy to a temporary folder, which they delete."""
+    if is_writer:
+        model.save_weights(path)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_weights(Path(folder) / path.name)
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     (x_train, y_train), (x_test, y_test), num_classes = split(args)
@@ -164,9 +176,9 @@ def main(argv=None) -> None:
         """Checkpoint each epoch; where fit (re)started, and step times."""
 
         def on_epoch_end(self, epoch, logs=None):
+            name = f"epoch-{epoch + 1}.weights.h5"
+            save_weights(self.model, out / name, is_writer)
             if is_writer:
-                name = f"epoch-{epoch + 1}.weights.h5"
-                self.model.save_weights(out / name)
                 (out / "checkpoint.tmp").write_text(
                     json.dumps({"epoch": epoch + 1, "weights": name})
                 )
@@ -191,9 +203,9 @@ def main(argv=None) -> None:
         batches(x_test, y_test, test_batch, False), verbose=0, return_dict=True
     )["accuracy"]
     steps = int(model.optimizer.iterations.numpy())
+    save_weights(model, out / "final.weights.h5", is_writer)
     if not is_writer:
         return
-    model.save_weights(out / "final.weights.h5")
     write_results(
         args,
         RECIPE,

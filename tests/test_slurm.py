@@ -1,0 +1,439 @@
+"""The recipes' Slurm batch scripts (recipes/slurm/, issue #53) submitted to a real Slurm
+cluster that the test starts on this machine, as root, in a temporary folder: munged,
+slurmctld and two slurmd (nodes n1 and n2, one CPU process each). Every script trains and
+reports; a torch_ddp job preempted mid-run (`scontrol requeue`) and a torch_fsdp job
+signalled as 120 s before its time limit both come back and end, on CPUs with
+--deterministic, with the weights of an uninterrupted run. Skipped where Slurm is not
+installed, except in CI (CI set), which installs it (.ci/run)."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+import torch
+
+from utils.launch import REPOSITORY
+
+SCRIPTS = REPOSITORY / "recipes" / "slurm"
+SCRIPT_NAMES = [
+    "torch_ddp.sbatch",
+    "torch_fsdp.sbatch",
+    "tf_multiworker.sbatch",
+    "keras_jax.sbatch",
+]
+NODES = ("n1", "n2")
+#: what the test runs, and the Debian package that has it
+PROGRAMS = {
+    **dict.fromkeys(["munged", "mungekey"], "munge"),
+    **dict.fromkeys(["slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "squeue"], "slurm-wlm"),
+    **dict.fromkeys(["unshare", "nsenter"], "util-linux"),  # the cluster's namespace
+    "ip": "iproute2",
+}
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
+# a CPU process on each node, as in tests/test_recipes_torch.py and tests/test_recipes_tf.py
+CPU_JOB = ["--nodes=2", "--gpus-per-node=0", "--cpus-per-task=1"]
+TORCH_TINY = (
+    "--epochs 2 --limit-examples 512 --batch-per-device 8 --lr 0.05 --base-batch 16 "
+    "--warmup-steps 5 --num-workers 1 --log-every 1 --seed 3 --deterministic"
+).split()  # 28 steps per epoch
+TF_TINY = "--epochs 3 --batch-per-replica 16 --limit-examples 512 --warmup-steps 2".split()
+MID_RUN = "epoch 2 step 1/"  # what the PyTorch recipes log at epoch 2's first step
+DEADLINE_S = 300  # for a job; the jobs run side by side, so the CPUs are shared
+
+
+def processes_with(variable: str) -> list[int]:
+    """The processes whose environment has `variable` (NAME=VALUE): every daemon and job
+    process of a test cluster has its SLURM_CONF."""
+    marker, pids = variable.encode(), []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:  # ended meanwhile
+            pass
+    return pids
+
+
+#: The cluster's network and mount namespace: loopback only, as CI's tests have, with
+#: 127.0.0.2 besides 127.0.0.1 (Slurm resolves even "127.0.0.1" with AI_ADDRCONFIG, which
+#: glibc answers only where an IPv4 address other than 127.0.0.1 exists), and the node
+#: names in /etc/hosts (a copy, $0, bound over it): this machine's stay as they are.
+NAMESPACE = (
+    'ip link set lo up && ip addr add 127.0.0.2/8 dev lo && mount --bind "$0" /etc/hosts '
+    '&& touch "$1" && exec sleep infinity'
+)
+
+
+class SlurmCluster:
+    """A two-node Slurm cluster on this machine, in a network namespace of its own, all its
+    files in `folder`.
+
+    Debian's Slurm runs one slurmd per node name on one machine: n1 and n2 have the same
+    NodeHostname, their own Port, and `%n` in their spool, pid and log paths. slurmctld
+    reaches them at NodeAddr 127.0.0.1; the jobs resolve the node names (the scripts'
+    rendezvous and TF_CONFIG name them) through the namespace's /etc/hosts."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.conf = folder / "slurm.conf"
+        self.env = {  # sbatch's, hence the jobs': the test's Python first on PATH
+            **os.environ,
+            "SLURM_CONF": str(self.conf),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        self.daemons: dict[str, subprocess.Popen] = {}
+        self.inside: list[str] = []  # the prefix that runs a command in the namespace
+
+    def start(self) -> None:
+        """Start the namespace, munged, slurmctld and both slurmd; wait for idle nodes."""
+        hosts, ready = self.folder / "hosts", self.folder / "namespace-ready"
+        hosts.write_text(" ".join(["127.0.0.1", *NODES]) + "\n" + Path("/etc/hosts").read_text())
+        self._start("namespace", "unshare", "--net", "--mount", "sh", "-c", NAMESPACE, hosts, ready)
+        self._wait(ready.exists, "network namespace", 10)
+        holder = self.daemons["namespace"].pid
+        self.inside = ["nsenter", f"--target={holder}", "--net", "--mount", f"--wd={REPOSITORY}"]
+        key, munge_socket = self.folder / "munge.key", self.folder / "munge.socket"
+        self.run("mungekey", "--create", f"--keyfile={key}")
+        # --force: the socket's folder is root's alone (only root's daemons use it)
+        self._start(
+            "munged",
+            *self.inside,
+            "munged",
+            "--foreground",
+            "--force",
+            f"--key-file={key}",
+            f"--socket={munge_socket}",
+            f"--pid-file={self.folder / 'munged.pid'}",
+            f"--log-file={self.folder / 'munged.log'}",
+            f"--seed-file={self.folder / 'munged.seed'}",
+        )
+        self._wait(munge_socket.exists, "munged's socket", 10)
+        (self.folder / "state").mkdir()
+        self.conf.write_text(self._configuration(munge_socket))
+        self._start("slurmctld", *self.inside, "slurmctld", "-D")
+        for node in NODES:
+            self._start(f"slurmd {node}", *self.inside, "slurmd", "-D", "-N", node)
+        self._wait(self._nodes_idle, "both nodes idle", 60)
+
+    def _configuration(self, munge_socket: Path) -> str:
+        hostname, folder = socket.gethostname().split(".")[0], self.folder
+        lines = [
+            "ClusterName=book",
+            f"SlurmctldHost={hostname}(127.0.0.1)",
+            "SlurmctldPort=6817",  # Slurm's own ports: the namespace has no other program
+            "SlurmUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={munge_socket}",
+            f"StateSaveLocation={folder / 'state'}",
+            f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
+            f"SlurmctldLogFile={folder / 'slurmctld.log'}",
+            f"SlurmdSpoolDir={folder / 'spool-%n'}",
+            f"SlurmdPidFile={folder / 'slurmd-%n.pid'}",
+            f"SlurmdLogFile={folder / 'slurmd-%n.log'}",
+            "ProctrackType=proctrack/linuxproc",  # no cgroups needed
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "SlurmdParameters=config_overrides",  # the nodes' CPUs as written here
+            "MpiDefault=none",
+            "AccountingStorageType=accounting_storage/none",  # hence no sacct
+            "JobAcctGatherType=jobacct_gather/none",
+            "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        ]
+        # 8 CPUs a node: every job of the test (one CPU a node each) runs at once
+        lines += [
+            f"NodeName={node} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={port} CPUs=8"
+            for node, port in zip(NODES, [6818, 6819])
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _start(self, name: str, *command) -> None:
+        with open(self.folder / f"{name.replace(' ', '-')}.out", "w") as log:
+            self.daemons[name] = subprocess.Popen(
+                command,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def _nodes_idle(self) -> bool:
+        states = self.run("sinfo", "--noheader", "--Node", "--format=%N %T").split()
+        return states == [word for node in NODES for word in (node, "idle")]
+
+    def _wait(self, ready, what: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            ended = [name for name, daemon in self.daemons.items() if daemon.poll() is not None]
+            if ended or time.monotonic() > deadline:
+                logs = "\n".join(
+                    f"--- {log.name}:\n{log.read_text()[-1500:]}"
+                    for log in sorted(self.folder.glob("*.out"))
+                )
+                raise RuntimeError(
+                    f"test cluster: no {what} after {timeout_s} s"
+                    f"{f'; {ended} ended' if ended else ''}\n{logs}"
+                )
+            time.sleep(0.2)
+
+    def run(self, *command: str) -> str:
+        """Run a command in the cluster's namespace, from the repository; its output."""
+        result = subprocess.run(
+            [*self.inside, *command], env=self.env, capture_output=True, text=True, timeout=30
+        )
+        if result.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def submit(self, options: list[str], script: str, args: list[str]) -> str:
+        """sbatch OPTIONS recipes/slurm/SCRIPT ARGS; the job's id."""
+        return self.run("sbatch", "--parsable", *options, str(SCRIPTS / script), *args).strip()
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """What `scontrol show job` says of the job (JobState, Restarts, ExitCode...)."""
+        return dict(re.findall(r"(\w+)=(\S*)", self.run("scontrol", "show", "job", "-o", job_id)))
+
+    def wait_for(self, job_id: str, states: set[str], timeout_s: float = DEADLINE_S) -> dict:
+        """Wait until the job is in one of `states`; what scontrol then says of it."""
+        deadline = time.monotonic() + timeout_s
+        while (fields := self.job(job_id))["JobState"] not in states:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {fields['JobState']} after {timeout_s} s")
+            time.sleep(0.5)
+        return fields
+
+    def stop(self) -> None:
+        """Cancel every job and wait for them to end, stop the daemons; then kill whatever
+        process of this cluster is left (its environment names this slurm.conf)."""
+        try:
+            jobs = self.run("squeue", "--noheader", "--format=%i").split()
+            if jobs:
+                self.run("scancel", *jobs)
+                deadline = time.monotonic() + 60
+                while self.run("squeue", "--noheader") and time.monotonic() < deadline:
+                    time.sleep(0.5)
+        except (RuntimeError, subprocess.TimeoutExpired):
+            pass  # no controller answering (it failed to start): the last step ends the jobs
+        finally:
+            for daemon in reversed(self.daemons.values()):  # slurmd ... the namespace
+                _stop(daemon)
+            for pid in processes_with(f"SLURM_CONF={self.conf}"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def _stop(daemon: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM to the daemon's process group, SIGKILL after `grace_s`."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(daemon.pid, signum)
+        except ProcessLookupError:
+            pass
+        try:
+            daemon.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The started cluster; every job and daemon ends after the module's tests, whatever
+    happened."""
+    missing = [program for program in PROGRAMS if not shutil.which(program)]
+    why = None
+    if missing:
+        packages = " ".join(sorted({PROGRAMS[program] for program in missing}))
+        why = f"{', '.join(missing)} not found: the test cluster needs them (apt-get install "
+        why += f"{packages})"
+    elif os.geteuid() != 0:
+        why = "the test cluster runs munged, slurmctld and slurmd as root"
+    if why and os.environ.get("CI"):
+        pytest.fail(f"{why}; CI runs this test (.ci/run installs Slurm)")
+    if why:
+        pytest.skip(why)
+    test_cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        test_cluster.start()
+        yield test_cluster
+    finally:
+        test_cluster.stop()
+
+
+class Job(NamedTuple):
+    """A submitted job: its id, log, the recipe's --out folder and --results file."""
+
+    id: str
+    log: Path
+    out: Path
+    results: Path
+
+
+#: name: (script, sbatch options beyond CPU_JOB, recipe arguments)
+SUBMITTED = {
+    "torch_ddp": ("torch_ddp.sbatch", [], TORCH_TINY),
+    "preempted": ("torch_ddp.sbatch", [], TORCH_TINY),
+    "time_limit": ("torch_fsdp.sbatch", [], TORCH_TINY),
+    "tf_multiworker": ("tf_multiworker.sbatch", [], TF_TINY),
+    "keras_jax": ("keras_jax.sbatch", ["--ntasks-per-node=1"], [*TF_TINY, "--cpu-devices", "1"]),
+}
+
+
+@pytest.fixture(scope="module")
+def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
+    """Every script submitted at once. Mid-run (at epoch 2's first step), `preempted` is
+    requeued as a preemption requeues it, and `time_limit`'s batch script gets the USR1
+    that --signal=B:USR1@120 sends 120 s before the time limit."""
+    folder, jobs = tmp_path_factory.mktemp("jobs"), {}
+    for name, (script, options, args) in SUBMITTED.items():
+        log, out, results = folder / f"{name}.log", folder / name, folder / f"{name}.jsonl"
+        paths = ["--out", str(out), "--results", str(results)]
+        job_id = cluster.submit([*CPU_JOB, f"--output={log}", *options], script, [*args, *paths])
+        jobs[name] = Job(job_id, log, out, results)
+    interrupts = {
+        "preempted": ["scontrol", "requeue", jobs["preempted"].id],
+        "time_limit": ["scancel", "--batch", "--signal=USR1", jobs["time_limit"].id],
+    }
+    waiting, deadline = dict(interrupts), time.monotonic() + DEADLINE_S
+    while waiting:
+        for name, command in list(waiting.items()):
+            job = jobs[name]
+            if job.log.exists() and MID_RUN in job.log.read_text():
+                cluster.run(*command)
+                del waiting[name]
+            elif cluster.job(job.id)["JobState"] in ENDED or time.monotonic() > deadline:
+                tail = job.log.read_text()[-3000:] if job.log.exists() else "(no log)"
+                raise RuntimeError(f"job {name} never logged {MID_RUN!r}:\n{tail}")
+        time.sleep(0.2)
+    for name in interrupts:  # Slurm holds a requeued job for about 2 minutes: start it now
+        cluster.wait_for(jobs[name].id, {"PENDING"})
+        cluster.run("scontrol", "update", f"JobId={jobs[name].id}", "StartTime=now")
+    return jobs
+
+
+def finished(cluster: SlurmCluster, job: Job) -> tuple[dict, str]:
+    """Wait for the job to end; check it completed; what scontrol says of it, and its log."""
+    fields = cluster.wait_for(job.id, ENDED)
+    log = job.log.read_text()
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), log[-3000:]
+    return fields, log
+
+
+def results(job: Job) -> list[dict]:
+    return [json.loads(line) for line in job.results.read_text().splitlines()]
+
+
+EXPECTED = {  # two processes, one a node; the steps of 2 (PyTorch) or 3 epochs
+    "torch_ddp": {"world_size": 2, "nodes": 2, "device_type": "cpu", "steps": 2 * 28},
+    "tf_multiworker": {"workers": 2, "replicas": 2, "device_type": "CPU", "steps": 3 * 16},
+    "keras_jax": {"processes": 2, "replicas": 2, "device_type": "CPU", "steps": 3 * 16},
+}
+
+
+@pytest.mark.full  # a Slurm cluster and real jobs: the full proof (CONTRIBUTING.md)
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_each_script_trains_on_two_nodes_and_reports(cluster, jobs, name):
+    fields, log = finished(cluster, jobs[name])
+    assert fields["NodeList"] == "n[1-2]" and fields["Restarts"] == "0"
+    assert f"job {jobs[name].id} (restart 0) on n[1-2]:" in log  # what the script says
+    (record,) = results(jobs[name])
+    assert record["recipe"] == name
+    assert {key: record[key] for key in EXPECTED[name]} == EXPECTED[name]
+    assert record["loss_per_epoch"][-1] < record["loss_per_epoch"][0]
+    assert record["test_accuracy"] > 0.3  # 10 classes: chance is 0.1
+
+
+@pytest.mark.full  # a Slurm cluster and real jobs: the full proof (CONTRIBUTING.md)
+@pytest.mark.parametrize("name", ["preempted", "time_limit"])
+def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, jobs, name):
+    """Requeued, the job's processes got SIGTERM, saved after their step and exited; the
+    job ran its script again (same id, same --out) and resumed there. On CPUs with
+    --deterministic and two processes the weights are an uninterrupted run's, bit for bit
+    (tests/test_recipes_torch.py says why), FSDP's as DDP's."""
+    job = jobs[name]
+    fields, log = finished(cluster, job)
+    assert fields["Restarts"] == "1"
+    if name == "time_limit":
+        assert f"time limit near: requeueing job {job.id}" in log
+    stopped = re.search(r"stop signal: checkpoint saved after epoch 2 step (\d+)", log)
+    assert stopped, log[-3000:]
+    assert f"resumed from {job.out}: epoch 2, step {stopped[1]}" in log
+    assert f"job {job.id} (restart 1) on n[1-2]:" in log  # one log (--open-mode=append)
+    (record,) = results(job)
+    assert record["steps"] == 2 * 28 and record["steps_this_run"] == 28 - int(stopped[1])
+    finished(cluster, jobs["torch_ddp"])
+    expected = torch.load(jobs["torch_ddp"].out / "model.pt", weights_only=True)
+    got = torch.load(job.out / "model.pt", weights_only=True)
+    assert expected.keys() == got.keys()
+    for weight in expected:
+        assert torch.equal(expected[weight], got[weight]), weight
+
+
+def run_script(script: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """bash recipes/slurm/SCRIPT outside Slurm: this environment without SLURM_*, plus `env`."""
+    outside = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
+    return subprocess.run(
+        [shutil.which("bash"), str(SCRIPTS / script)],
+        env={**outside, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+IN_A_JOB = {"SLURM_JOB_ID": "7"}  # what sbatch sets first
+
+
+@pytest.mark.parametrize(
+    ("script", "env", "cwd", "message"),
+    [
+        *[(script, {}, REPOSITORY, f"{script}: submit it with sbatch") for script in SCRIPT_NAMES],
+        ("tf_multiworker.sbatch", IN_A_JOB, Path("/"), "run sbatch from the folder that holds"),
+        (
+            "torch_ddp.sbatch",
+            {**IN_A_JOB, "PATH": "/nowhere"},
+            REPOSITORY,
+            "torchrun is not on PATH",
+        ),
+        (
+            "keras_jax.sbatch",
+            {**IN_A_JOB, "SLURM_GPUS_ON_NODE": "8", "SLURM_NTASKS_PER_NODE": "1"},
+            REPOSITORY,
+            "8 GPU(s) but 1 task(s) per node: JAX under Slurm takes one GPU per process",
+        ),
+    ],
+    ids=[
+        *[f"{script} outside sbatch" for script in SCRIPT_NAMES],
+        "another folder",
+        "no torchrun",
+        "jax tasks and GPUs",
+    ],
+)
+def test_a_wrong_launch_gets_one_clear_line(script, env, cwd, message):
+    result = run_script(script, env, cwd)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_fsdp_script_is_the_ddp_script_for_its_recipe():
+    """The two PyTorch scripts stay one script, each complete to copy alone."""
+    ddp = (SCRIPTS / "torch_ddp.sbatch").read_text()
+    assert ddp.replace("torch_ddp", "torch_fsdp") == (SCRIPTS / "torch_fsdp.sbatch").read_text()
+
+
+def test_every_multi_machine_recipe_has_a_batch_script():
+    """The recipes page's table lists these four as running on several machines."""
+    assert sorted(path.name for path in SCRIPTS.iterdir()) == sorted(SCRIPT_NAMES)
