@@ -71,3 +71,51 @@ def test_the_chapters_are_numbered_in_the_order_the_prose_numbers_them():
         entry["file"] for part in TOC["parts"] if part.get("numbered") for entry in part["chapters"]
     ]
     assert numbered == [p.with_suffix("").as_posix() for p in NOTEBOOKS]
+
+
+# "chapter 7", "chapters 7 and 10", "chapters 7, 10 and 12" (a range, "chapters 2 to 12",
+# stays text); code, links and headings are left alone
+NAMED_CHAPTERS = re.compile(r"\b[Cc]hapters? (\d+(?:(?:, | and | or )\d+)*)\b(?! to )")
+NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\{(?:doc|ref|term)\}`[^`]*`|\[[^\]]*\]\([^)]*\)", re.S)
+
+
+def unlinked_chapters(markdown: str, own: int | None) -> list[str]:
+    """The mentions of other chapters in `markdown` that are not links."""
+    prose = "\n".join(
+        line
+        for line in NOT_PROSE.sub("", markdown).split("\n")
+        if not line.lstrip().startswith("#")
+    )
+    return [
+        m.group(0)
+        for m in NAMED_CHAPTERS.finditer(prose)
+        if any(int(n) != own for n in re.split(r", | and | or ", m.group(1)))
+    ]
+
+
+def test_every_chapter_the_prose_names_is_a_link():
+    """A reader can follow every "chapter N" of the chapters and the book's pages."""
+    found = {}
+    for path in NOTEBOOKS:
+        for cell in load_notebook(path)["cells"]:
+            if cell["cell_type"] == "markdown":
+                found.setdefault(path.name, []).extend(
+                    unlinked_chapters(source(cell), int(path.name[:2]))
+                )
+    for page in (
+        "intro.md",
+        "glossary.md",
+        "beyond_data_parallelism.md",
+        "on_your_own_machine.md",
+        "code_you_will_find_online.md",
+    ):
+        found[page] = unlinked_chapters((ROOT / page).read_text(), None)
+    assert not {name: mentions for name, mentions in found.items() if mentions}, (
+        "write them as {doc}`chapter N <NN_name>` (chapters/NN_name from the book's root)"
+    )
+
+
+def test_unlinked_chapters_are_found_outside_code_and_links():
+    text = "chapter 7, chapters 3 and 9, `chapter 2`, {doc}`chapter 4 <04_x>`, chapter 5"
+    text += "\n# chapter 6"
+    assert unlinked_chapters(text, own=5) == ["chapter 7", "chapters 3 and 9"]
