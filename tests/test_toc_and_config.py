@@ -76,16 +76,27 @@ def test_the_chapters_are_numbered_in_the_order_the_prose_numbers_them():
 # "chapter 7", "chapters 7 and 10", "chapters 7, 10 and 12" (a range, "chapters 2 to 12",
 # stays text); code, links and headings are left alone
 NAMED_CHAPTERS = re.compile(r"\b[Cc]hapters? (\d+(?:(?:, | and | or )\d+)*)\b(?! to )")
-NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\{(?:doc|ref|term)\}`[^`]*`|\[[^\]]*\]\([^)]*\)", re.S)
+NOT_PROSE = re.compile(r"\{(?:doc|ref|term)\}`[^`]*`|`[^`\n]*`|\[[^\]]*\]\([^)]*\)")
+
+
+def prose_lines(markdown: str) -> list[str]:
+    """The lines of `markdown` outside code blocks and headings; a MyST directive's body
+    (```{dropdown} ... ```) is prose."""
+    lines, fences = [], []  # open fences: (backticks, whether a code block)
+    for line in markdown.split("\n"):
+        fence = re.match(r"\s*(`{3,})(.*)$", line)
+        if fence and fences and fences[-1][0] == fence[1] and not fence[2].strip():
+            fences.pop()
+        elif fence and not (fences and fences[-1][1]):
+            fences.append((fence[1], not fence[2].strip().startswith("{")))
+        elif not any(code for _, code in fences) and not line.lstrip().startswith("#"):
+            lines.append(line)
+    return lines
 
 
 def unlinked_chapters(markdown: str, own: int | None) -> list[str]:
     """The mentions of other chapters in `markdown` that are not links."""
-    prose = "\n".join(
-        line
-        for line in NOT_PROSE.sub("", markdown).split("\n")
-        if not line.lstrip().startswith("#")
-    )
+    prose = NOT_PROSE.sub("", "\n".join(prose_lines(markdown)))  # a link may span lines
     return [
         m.group(0)
         for m in NAMED_CHAPTERS.finditer(prose)
@@ -117,5 +128,5 @@ def test_every_chapter_the_prose_names_is_a_link():
 
 def test_unlinked_chapters_are_found_outside_code_and_links():
     text = "chapter 7, chapters 3 and 9, `chapter 2`, {doc}`chapter 4 <04_x>`, chapter 5"
-    text += "\n# chapter 6"
-    assert unlinked_chapters(text, own=5) == ["chapter 7", "chapters 3 and 9"]
+    text += "\n# chapter 6\n```python\n# chapter 8\n```\n```{dropdown} Hint\nchapter 10\n```"
+    assert unlinked_chapters(text, own=5) == ["chapter 7", "chapters 3 and 9", "chapter 10"]
