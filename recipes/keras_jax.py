@@ -18,8 +18,10 @@ The batch axis of every batch is split over all devices of all processes; the le
 follows the linear rule with a linear warm-up. At the end of each epoch process 0 saves the
 weights (model and optimizer, `save_weights`, which every process takes part in) and then an
 epoch file; run the same command again to resume at that epoch boundary (the interrupted
-epoch is trained again; shuffling differs from an uninterrupted run's). The test set is
-evaluated in whole batches of a multiple of the number of devices.
+epoch is trained again; shuffling differs from an uninterrupted run's). Every other process
+writes a full copy of the weights too, each epoch, to a temporary folder it then deletes:
+nothing for this model, but for a large one that is time and local disk on every process.
+The test set is evaluated in whole batches of a multiple of the number of devices.
 
 Chapters: 3 (fit), 8 (input pipeline), 9 (resuming), 11 (keras.distribution, JAX, several
 processes), 12 (linear LR rule, warm-up, mixed precision).

@@ -4,7 +4,11 @@ slurmctld and two slurmd (nodes n1 and n2, one CPU process each). Every script t
 reports; a torch_ddp job preempted mid-run (`scontrol requeue`) and a torch_fsdp job
 signalled as 120 s before its time limit both come back and end, on CPUs with
 --deterministic, with the weights of an uninterrupted run. Skipped where Slurm is not
-installed, except in CI (CI set), which installs it (.ci/run)."""
+installed (or no namespace can be made), except in CI (CI set), which installs it (.ci/run).
+
+Without Slurm (unmarked, bash only): the scripts' GPU branch and their stop-then-requeue on
+the time limit's signal, run with stand-ins for srun, scontrol, scancel, nvidia-smi,
+torchrun and python."""
 
 import json
 import os
@@ -214,24 +218,36 @@ class SlurmCluster:
 
     def stop(self) -> None:
         """Cancel every job and wait for them to end, stop the daemons; then kill whatever
-        process of this cluster is left (its environment names this slurm.conf)."""
+        process of this cluster is left (its environment names this slurm.conf), and check
+        that nothing is: no job still queued after the cancel, no daemon, no process."""
+        queued: list[str] = []
         try:
             jobs = self.run("squeue", "--noheader", "--format=%i").split()
             if jobs:
                 self.run("scancel", *jobs)
                 deadline = time.monotonic() + 60
-                while self.run("squeue", "--noheader") and time.monotonic() < deadline:
+                while (queued := self.run("squeue", "--noheader", "--format=%i").split()) and (
+                    time.monotonic() < deadline
+                ):
                     time.sleep(0.5)
         except (RuntimeError, subprocess.TimeoutExpired):
             pass  # no controller answering (it failed to start): the last step ends the jobs
         finally:
             for daemon in reversed(self.daemons.values()):  # slurmd ... the namespace
                 _stop(daemon)
-            for pid in processes_with(f"SLURM_CONF={self.conf}"):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            marker, deadline = f"SLURM_CONF={self.conf}", time.monotonic() + 10
+            while (left := processes_with(marker)) and time.monotonic() < deadline:
+                for pid in left:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.2)
+        running = [name for name, daemon in self.daemons.items() if daemon.poll() is None]
+        assert not (queued or running or left), (
+            f"test cluster not stopped: jobs {queued} still queued 60 s after scancel, "
+            f"daemons {running} running, processes {left} left"
+        )
 
 
 def _stop(daemon: subprocess.Popen, grace_s: float = 10) -> None:
@@ -260,6 +276,13 @@ def cluster(tmp_path_factory):
         why += f"{packages})"
     elif os.geteuid() != 0:
         why = "the test cluster runs munged, slurmctld and slurmd as root"
+    elif probe := subprocess.run(
+        ["unshare", "--net", "--mount", "true"], capture_output=True, text=True
+    ).returncode:
+        why = (  # root without CAP_SYS_ADMIN, as in an unprivileged container
+            f"unshare --net --mount fails here (exit {probe}): the test cluster needs a "
+            "network and mount namespace of its own (CAP_SYS_ADMIN)"
+        )
     if why and os.environ.get("CI"):
         pytest.fail(f"{why}; CI runs this test (.ci/run installs Slurm)")
     if why:
@@ -317,8 +340,15 @@ def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
                 tail = job.log.read_text()[-3000:] if job.log.exists() else "(no log)"
                 raise RuntimeError(f"job {name} never logged {MID_RUN!r}:\n{tail}")
         time.sleep(0.2)
-    for name in interrupts:  # Slurm holds a requeued job for about 2 minutes: start it now
+    # Slurm holds a requeued job for about 2 minutes, its credentials' lifetime: start it
+    # now, but not in the second its nodes revoked the last credential (slurmd refuses one
+    # created in that second: "Job N already killed, do not launch batch job", and the job
+    # fails). The time limit's requeue comes after the processes ended, so the job is
+    # pending within that second.
+    for name in interrupts:
         cluster.wait_for(jobs[name].id, {"PENDING"})
+    time.sleep(2)
+    for name in interrupts:
         cluster.run("scontrol", "update", f"JobId={jobs[name].id}", "StartTime=now")
     return jobs
 
@@ -365,8 +395,10 @@ def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, 
     job = jobs[name]
     fields, log = finished(cluster, job)
     assert fields["Restarts"] == "1"
-    if name == "time_limit":
-        assert f"time limit near: requeueing job {job.id}" in log
+    if name == "time_limit":  # the script stopped the processes, then requeued the job
+        stopping = log.index(f"time limit near: stopping job {job.id}'s processes (SIGTERM)")
+        requeueing = log.index(f"requeueing job {job.id}; it resumes from its checkpoint")
+        assert stopping < log.index("stop signal: checkpoint saved") < requeueing, log[-3000:]
     stopped = re.search(r"stop signal: checkpoint saved after epoch 2 step (\d+)", log)
     assert stopped, log[-3000:]
     assert f"resumed from {job.out}: epoch 2, step {stopped[1]}" in log
@@ -381,12 +413,23 @@ def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, 
         assert torch.equal(expected[weight], got[weight]), weight
 
 
+#: what the scripts read besides SLURM_*: left out of the environment they run in here
+READ = ("CUDA_VISIBLE_DEVICES", "MASTER_PORT", "TF_CONFIG", "JAX_", "TORCH_ELASTIC_")
+
+
+def script_env(env: dict) -> dict[str, str]:
+    """This environment without SLURM_* and what else the scripts read, plus `env`."""
+    outside = {
+        name: value for name, value in os.environ.items() if not name.startswith(("SLURM_", *READ))
+    }
+    return {**outside, **env}
+
+
 def run_script(script: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    """bash recipes/slurm/SCRIPT outside Slurm: this environment without SLURM_*, plus `env`."""
-    outside = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
+    """bash recipes/slurm/SCRIPT outside Slurm, in script_env(env)."""
     return subprocess.run(
         [shutil.which("bash"), str(SCRIPTS / script)],
-        env={**outside, **env},
+        env=script_env(env),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -408,18 +451,11 @@ IN_A_JOB = {"SLURM_JOB_ID": "7"}  # what sbatch sets first
             REPOSITORY,
             "torchrun is not on PATH",
         ),
-        (
-            "keras_jax.sbatch",
-            {**IN_A_JOB, "SLURM_GPUS_ON_NODE": "8", "SLURM_NTASKS_PER_NODE": "1"},
-            REPOSITORY,
-            "8 GPU(s) but 1 task(s) per node: JAX under Slurm takes one GPU per process",
-        ),
     ],
     ids=[
         *[f"{script} outside sbatch" for script in SCRIPT_NAMES],
         "another folder",
         "no torchrun",
-        "jax tasks and GPUs",
     ],
 )
 def test_a_wrong_launch_gets_one_clear_line(script, env, cwd, message):
@@ -437,3 +473,280 @@ def test_the_fsdp_script_is_the_ddp_script_for_its_recipe():
 def test_every_multi_machine_recipe_has_a_batch_script():
     """The recipes page's table lists these four as running on several machines."""
     assert sorted(path.name for path in SCRIPTS.iterdir()) == sorted(SCRIPT_NAMES)
+
+
+# ---- the GPU branch, with stand-ins for Slurm's commands: bash only, a second or two ----
+
+#: srun as on the job's nodes: runs the command after its options once per task, node after
+#: node, with the task's variables and the CUDA_VISIBLE_DEVICES that Slurm gives it
+#: (STUB_CUDA: the node's GPUs, or "bound": the task's own, or unset); a task that fails
+#: ends it, as --kill-on-bad-exit does.
+SRUN = """#!/bin/bash
+per_node=${SLURM_NTASKS_PER_NODE:-1}
+while [[ $1 == -* ]]; do
+    case $1 in --ntasks-per-node=*) per_node=${1#*=} ;; esac
+    shift
+done
+for ((node = 0; node < SLURM_NNODES; node++)); do
+    for ((local = 0; local < per_node; local++)); do
+        (
+            export SLURM_NODEID=$node SLURM_LOCALID=$local SLURMD_NODENAME=gpu0$((node + 1))
+            export SLURM_PROCID=$((node * per_node + local))
+            if [ "${STUB_CUDA-}" = bound ]; then
+                export CUDA_VISIBLE_DEVICES=$local
+            elif [ -n "${STUB_CUDA+set}" ]; then
+                export CUDA_VISIBLE_DEVICES=$STUB_CUDA
+            fi
+            exec "$@"
+        ) || exit
+    done
+done
+"""
+#: torchrun and python: record the name, what the scripts set, and the arguments
+RECORD = """#!/bin/bash
+{
+    printf '%s\\0' "${0##*/}"
+    for name in CUDA_VISIBLE_DEVICES JAX_PLATFORMS JAX_LOCAL_DEVICE_IDS TF_CONFIG \\
+        TORCH_ELASTIC_SHUTDOWN_TIMEOUT SLURM_NODEID; do
+        if [ -n "${!name+set}" ]; then printf '%s\\0' "$name=${!name}"; fi
+    done
+    printf '%s\\0' -- "$@"
+} >"$STUB_CALLS/$SLURM_PROCID"
+"""
+STUBS = {
+    "srun": SRUN,
+    "torchrun": RECORD,
+    "python": RECORD,
+    "scontrol": "#!/bin/bash\nprintf '%s\\n' gpu01 gpu02  # show hostnames gpu[01-02]\n",
+    # STUB_SMI_GPUS: how many GPUs nvidia-smi -L lists; unset: none (no driver)
+    "nvidia-smi": """#!/bin/bash
+[ -n "${STUB_SMI_GPUS-}" ] || exit 9
+for ((i = 0; i < STUB_SMI_GPUS; i++)); do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done
+""",
+}
+#: sbatch's variables in a two-node job of 8 GPUs a node (one task a node)
+GPU_JOB = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "gpu[01-02]",
+    "SLURM_NNODES": "2",
+    "SLURM_NTASKS": "2",
+    "SLURM_NTASKS_PER_NODE": "1",
+    "SLURM_TASKS_PER_NODE": "1(x2)",
+    "SLURM_CPUS_PER_TASK": "32",
+    "SLURM_GPUS_PER_NODE": "8",
+    "SLURM_GPUS_ON_NODE": "8",
+    "STUB_CUDA": "0,1,2,3,4,5,6,7",
+}
+JAX_JOB = {**GPU_JOB, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8"}
+JAX_JOB["SLURM_TASKS_PER_NODE"] = "8(x2)"
+#: as older Slurm or a GRES-only configuration leave it: no SLURM_GPUS_*, no
+#: CUDA_VISIBLE_DEVICES, the GPUs in nvidia-smi -L
+GRES_ONLY = {name: None for name in ("SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE", "STUB_CUDA")}
+CPU_ONLY = {"SLURM_GPUS_PER_NODE": "0", "SLURM_GPUS_ON_NODE": None, "STUB_CUDA": None}
+PORT = 20000 + 4242 % 1276 * 10  # the job's own port, below 32768
+
+
+class Call(NamedTuple):
+    """One task's torchrun or python, as the stand-in recorded it."""
+
+    program: str
+    env: dict[str, str]
+    args: list[str]
+
+
+def with_stubs(tmp_path: Path, env: dict, stubs: dict[str, str] = STUBS) -> dict[str, str]:
+    """GPU_JOB's variables updated by `env` (None: unset), the stand-ins first on PATH,
+    STUB_CALLS the folder of their records."""
+    bin_folder, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_folder.mkdir()
+    calls.mkdir()
+    for name, text in stubs.items():
+        (bin_folder / name).write_text(text)
+        (bin_folder / name).chmod(0o755)
+    job = {name: value for name, value in {**GPU_JOB, **env}.items() if value is not None}
+    path = f"{bin_folder}{os.pathsep}{os.environ['PATH']}"
+    return {**job, "PATH": path, "STUB_CALLS": str(calls)}
+
+
+def run_with_stubs(
+    tmp_path: Path, script: str, env: dict
+) -> tuple[subprocess.CompletedProcess, list[Call]]:
+    """bash recipes/slurm/SCRIPT with_stubs(); the result, and the tasks' calls in task
+    order."""
+    result = run_script(script, with_stubs(tmp_path, env), REPOSITORY)
+    calls = tmp_path / "calls"
+    recorded = []
+    for record in sorted(calls.iterdir(), key=lambda file: int(file.name)):
+        program, *fields = record.read_text().split("\0")[:-1]
+        cut = fields.index("--")
+        env_seen = dict(field.split("=", 1) for field in fields[:cut])
+        recorded.append(Call(program, env_seen, fields[cut + 1 :]))
+    return result, recorded
+
+
+def test_torch_scripts_start_one_torchrun_a_node_with_a_process_per_gpu(tmp_path):
+    result, calls = run_with_stubs(tmp_path, "torch_ddp.sbatch", {})
+    assert result.returncode == 0, result.stderr
+    assert [call.program for call in calls] == ["torchrun", "torchrun"]
+    for node, call in enumerate(calls):
+        assert call.args == [
+            "--nnodes=2",
+            "--nproc-per-node=8",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=gpu01:{PORT}",
+            "--rdzv-id=4242",
+            f"--rdzv-conf=is_host={int(node == 0)}",
+            "--max-restarts=3",
+            "recipes/torch_ddp.py",
+            "--out",
+            "runs/torch_ddp-4242",
+        ]
+        assert call.env["CUDA_VISIBLE_DEVICES"] == GPU_JOB["STUB_CUDA"]  # not hidden
+        assert call.env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "90"
+
+
+@pytest.mark.parametrize(
+    ("env", "processes", "cuda"),
+    [
+        ({**GRES_ONLY, "STUB_SMI_GPUS": "8"}, "8", None),
+        ({"STUB_CUDA": None}, "8", None),  # SLURM_GPUS_ON_NODE alone
+        ({**CPU_ONLY, "STUB_SMI_GPUS": "8"}, "1", ""),  # the CPU, the node's GPUs hidden
+        ({**CPU_ONLY, "SLURM_GPUS_PER_NODE": "a100:0"}, "1", ""),
+    ],
+    ids=["nvidia-smi", "SLURM_GPUS_ON_NODE", "--gpus-per-node=0", "a100:0"],
+)
+def test_torch_scripts_count_the_gpus_each_node_has(tmp_path, env, processes, cuda):
+    result, calls = run_with_stubs(tmp_path, "torch_fsdp.sbatch", env)
+    assert result.returncode == 0, result.stderr
+    assert len(calls) == 2
+    for call in calls:
+        assert f"--nproc-per-node={processes}" in call.args
+        assert call.env.get("CUDA_VISIBLE_DEVICES") == cuda
+
+
+def test_the_port_can_be_chosen(tmp_path):
+    result, calls = run_with_stubs(tmp_path, "torch_ddp.sbatch", {"MASTER_PORT": "29500"})
+    assert result.returncode == 0, result.stderr
+    assert "--rdzv-endpoint=gpu01:29500" in calls[0].args
+
+
+def test_the_tensorflow_script_writes_each_workers_tf_config(tmp_path):
+    result, calls = run_with_stubs(tmp_path, "tf_multiworker.sbatch", {})
+    assert result.returncode == 0, result.stderr
+    assert [call.program for call in calls] == ["python", "python"]
+    for node, call in enumerate(calls):
+        assert json.loads(call.env["TF_CONFIG"]) == {
+            "cluster": {"worker": [f"gpu01:{PORT}", f"gpu02:{PORT + 1}"]},
+            "task": {"type": "worker", "index": node},
+        }
+        assert call.env["CUDA_VISIBLE_DEVICES"] == GPU_JOB["STUB_CUDA"]
+        assert call.args == ["recipes/tf_multiworker.py", "--out", "runs/tf_multiworker-4242"]
+
+
+@pytest.mark.parametrize(
+    ("env", "local_device_ids"),
+    [({}, None), ({"STUB_CUDA": "bound"}, "0")],
+    ids=["every GPU visible: SLURM_LOCALID's", "one bound to each task"],
+)
+def test_the_jax_script_starts_a_process_per_gpu(tmp_path, env, local_device_ids):
+    result, calls = run_with_stubs(tmp_path, "keras_jax.sbatch", {**JAX_JOB, **env})
+    assert result.returncode == 0, result.stderr
+    assert len(calls) == 16
+    for process, call in enumerate(calls):
+        assert call.args == [
+            "recipes/keras_jax.py",
+            "--coordinator",
+            f"gpu01:{PORT}",
+            "--num-processes",
+            "16",
+            "--process-id",
+            str(process),
+            "--out",
+            "runs/keras_jax-4242",
+        ]
+        assert call.env.get("JAX_LOCAL_DEVICE_IDS") == local_device_ids
+        assert "JAX_PLATFORMS" not in call.env
+
+
+def test_the_jax_script_on_cpus(tmp_path):
+    env = {**CPU_ONLY, "STUB_SMI_GPUS": "8"}
+    result, calls = run_with_stubs(tmp_path, "keras_jax.sbatch", env)
+    assert result.returncode == 0, result.stderr
+    assert [(call.env["CUDA_VISIBLE_DEVICES"], call.env["JAX_PLATFORMS"]) for call in calls] == [
+        ("", "cpu"),
+        ("", "cpu"),
+    ]
+
+
+NO_GPU = "no GPU on gpu01 (CUDA_VISIBLE_DEVICES, SLURM_GPUS_ON_NODE and nvidia-smi -L name none)"
+
+
+@pytest.mark.parametrize(
+    ("script", "env", "message"),
+    [
+        *[(script, GRES_ONLY, f"{script}: {NO_GPU}") for script in SCRIPT_NAMES],
+        (
+            "keras_jax.sbatch",
+            {},
+            "keras_jax.sbatch: a task on gpu01 sees 8 GPUs, for 1 task(s) per node: JAX under "
+            "Slurm takes one GPU per process",
+        ),
+    ],
+    ids=[*[f"{script} without GPUs" for script in SCRIPT_NAMES], "jax tasks and GPUs"],
+)
+def test_a_gpu_job_that_finds_no_usable_gpu_fails_with_one_clear_line(
+    tmp_path, script, env, message
+):
+    result, calls = run_with_stubs(tmp_path, script, env)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not calls
+
+
+#: srun that runs until SIGTERM (its tasks then save and end: it exits 1, as torchrun's
+#: SignalException makes it), scancel that sends it that SIGTERM, scontrol that records a
+#: requeue; each says what it did in the file STUB_CALLS/events
+STOPPABLE = {
+    **STUBS,
+    "srun": """#!/bin/bash
+trap 'echo "srun: tasks ended" >>"$STUB_CALLS/events"; exit 1' TERM
+echo $$ >"$STUB_CALLS/srun.pid"
+while :; do sleep 0.05; done
+""",
+    "scancel": """#!/bin/bash
+echo "scancel $*" >>"$STUB_CALLS/events"
+kill -TERM "$(cat "$STUB_CALLS/srun.pid")"
+""",
+    "scontrol": """#!/bin/bash
+if [ "$1" = requeue ]; then echo "scontrol $*" >>"$STUB_CALLS/events"; exit; fi
+printf '%s\\n' gpu01 gpu02
+""",
+}
+
+
+@pytest.mark.parametrize("script", SCRIPT_NAMES)
+def test_the_time_limits_signal_stops_the_processes_then_requeues(tmp_path, script):
+    """On USR1 (--signal=B:USR1@120) the script sends SIGTERM to the steps (scancel: srun
+    would make a SIGTERM a SIGKILL of its tasks), waits for srun, and only then requeues the
+    job (scontrol requeue, whose SIGTERM would otherwise kill a step still saving)."""
+    env = with_stubs(tmp_path, {}, STOPPABLE)
+    started = tmp_path / "calls" / "srun.pid"
+    job = subprocess.Popen(
+        [shutil.which("bash"), str(SCRIPTS / script)],
+        env=script_env(env),
+        cwd=REPOSITORY,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not started.exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        job.send_signal(signal.SIGUSR1)
+        stdout, stderr = job.communicate(timeout=10)
+    finally:
+        job.kill()
+    assert job.returncode == 0, stderr
+    events = (tmp_path / "calls" / "events").read_text().splitlines()
+    assert events == ["scancel --signal=TERM 4242", "srun: tasks ended", "scontrol requeue 4242"]
+    assert "time limit near: stopping job 4242's processes (SIGTERM)" in stdout
