@@ -95,6 +95,7 @@ def test_spawned_processes_are_joined_with_a_deadline():
     import torch.multiprocessing as mp
 
     context = mp.spawn(sleep_if_rank_1, args=(60,), nprocs=2, join=False)
+    context.processes[0].join(60)  # rank 0 returns once started (slowly on a busy machine)
     start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"process\(es\) 1 of 2 still running after 3 s"):
         join_spawned(context, timeout_s=3)
