@@ -295,13 +295,33 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
     assert plot.stat().st_size > 0
 
 
+#: the columns of results_table.py's output that the recipes page shows (the others are
+#: the same for every run there, and the page says what they are)
+PAGE_COLUMNS = [
+    "recipe",
+    "precision",
+    "global batch",
+    "examples/s per device",
+    "step time (ms)",
+    "test accuracy",
+]
+
+
 def test_the_pages_gpu_table_is_what_the_measured_file_gives(capsys):
-    """on_your_own_machine.md shows the table results_table.py prints for the GPU runs'
-    own results file, so that no number on the page was typed by hand."""
+    """on_your_own_machine.md shows, as a Markdown table, the rows results_table.py prints
+    for the GPU runs' own results file, so that no number on the page was typed by hand."""
     _results_table().main([str(RECIPES / "measured" / "nvidia_h200_one_gpu.jsonl")])
-    printed = capsys.readouterr().out.rstrip()
+    printed = [
+        re.split(r"\s{2,}", line.strip())
+        for line in capsys.readouterr().out.splitlines()
+        if line.strip() and not set(line.strip()) <= set("- ")  # not the rule under the header
+    ]
     page = (ROOT / "on_your_own_machine.md").read_text()
-    assert f"```text\n{printed}\n```" in page
+    columns = [printed[0].index(name) for name in PAGE_COLUMNS]
+    rows = ["| " + " | ".join(row[c] for c in columns) + " |" for row in printed]
+    rows.insert(1, "|" + "---|" * len(columns))  # the header's rule
+    assert "\n".join(rows) in page
+    assert {(row[1], row[2], row[6]) for row in printed[1:]} == {("1", "cuda", "100%")}
 
 
 @pytest.mark.parametrize(
