@@ -144,6 +144,12 @@ def _box(axis, x, y, text, colours, *, fontsize=9, weight="normal", **extra):
     )
 
 
+def _around_a_ring(count: int, x_radius: float, y_radius: float) -> np.ndarray:
+    """(x, y) of `count` devices on an ellipse around (0, 0): device 0 on top, clockwise."""
+    angles = np.pi / 2 - 2 * np.pi * np.arange(count) / count
+    return np.stack([x_radius * np.cos(angles), y_radius * np.sin(angles)], axis=1)
+
+
 def _numbers(values: Sequence[float]) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
@@ -586,8 +592,7 @@ def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Seque
     figure, axes = plt.subplots(2, columns, figsize=(3.3 * columns, 7.0))
     for axis in axes.ravel()[len(states) :]:
         axis.axis("off")
-    angles = np.pi / 2 - 2 * np.pi * np.arange(n) / n  # device 0 on top, clockwise
-    centres = 1.3 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    centres = _around_a_ring(n, 1.3, 1.3)
     shades = plt.get_cmap("Blues")
     for axis, state, title, sent in zip(axes.ravel(), states, titles, messages):
         axis.set(xlim=(-2.15, 2.15), ylim=(-1.75, 1.95), aspect="equal")
@@ -790,8 +795,7 @@ def draw_funnel_and_ring(
     if devices < 2:
         raise ValueError("draw_funnel_and_ring: give at least two devices.")
     figure, (funnel, ring) = plt.subplots(1, 2, figsize=(10, 4.6))
-    angles = np.pi / 2 - 2 * np.pi * np.arange(devices) / devices
-    centres = np.stack([1.8 * np.cos(angles), 1.35 * np.sin(angles)], axis=1)
+    centres = _around_a_ring(devices, 1.8, 1.35)
     for axis in (funnel, ring):
         axis.set(xlim=(-2.35, 2.35), ylim=(-1.9, 1.9), aspect="equal")
         axis.axis("off")
