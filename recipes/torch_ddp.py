@@ -12,13 +12,13 @@ one process per GPU (use the same commands with 0 GPUs to train on CPU cores):
         --rdzv-id=digits-run-1 --max-restarts=3 torch_ddp.py --epochs 5 --out /shared/run1
 
 Where the book explains each part:
-- one process per GPU, DistributedSampler, gradients averaged by DDP: chapter 7;
-  DDP's gradient buckets (--bucket-cap-mb): chapter 14
+- one process per GPU, DistributedSampler, gradients averaged by DDP: chapter 6;
+  DDP's gradient buckets (--bucket-cap-mb): chapter 15
 - checkpoints each epoch written atomically, automatic resume, a clean stop on SIGTERM
-  (what Slurm and Kubernetes send before they stop a job): chapter 9
-- torchrun, several machines, restarts (--max-restarts): chapter 10
+  (what Slurm and Kubernetes send before they stop a job): chapter 8
+- torchrun, several machines, restarts (--max-restarts): chapter 9
 - global batch = per-device batch x processes, the linear learning-rate rule with a
-  warm-up, bfloat16 mixed precision: chapter 12
+  warm-up, bfloat16 mixed precision: chapter 11
 
 Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM
 (or SIGUSR1) every process stops after the current step, the checkpoint is saved and the

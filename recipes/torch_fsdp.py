@@ -16,7 +16,7 @@ Where the book explains each part:
 - fully_shard on each layer and on the whole model, bfloat16 weights in the forward and
   backward passes (MixedPrecisionPolicy), Distributed Checkpoint: chapter 13
 - everything else (torchrun and machines, checkpoints and SIGTERM, the learning-rate rule
-  and warm-up): as in torch_ddp.py, chapters 7, 9, 10 and 12
+  and warm-up): as in torch_ddp.py, chapters 6, 8, 9 and 11
 
 Checkpoints are folders `OUT/checkpoint-STEPS-epochE-S` (steps in all, then the epoch
 and the step in it); `OUT/latest` names the newest complete one. A run started again with

@@ -71,7 +71,7 @@ def temporary_files_in_one_folder(config) -> str:
     starts, and remove it when pytest ends (`config.add_cleanup`); return its path.
 
     nbval stops its kernels by killing them, so what a kernel would delete at exit
-    (TensorFlow's AutoGraph sources) would otherwise stay behind, with chapter 9's checkpoint
+    (TensorFlow's AutoGraph sources) would otherwise stay behind, with chapter 8's checkpoint
     folder (CONTRIBUTING.md). A pytest-xdist worker inherits its controller's folder and makes its
     own inside it."""
     folder = tempfile.mkdtemp(prefix="book-tests-")

@@ -15,36 +15,42 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
     "03_mirrored_fit": {"EPOCHS": 1},  # another batch size: tests/test_knobs.py
     "04_custom_loops": {"EPOCHS": 1},  # 4 devices and 1 epoch: tests/test_knobs.py
     "05_data_parallel_by_hand": {"EPOCHS": 1, "BATCH_SIZE": 64},
-    "06_legacy_multi_gpu_model": {"EPOCHS": 1, "LEARNING_RATE": 0.1},
-    "07_pytorch_dp_ddp": {"EPOCHS": 1, "PER_REPLICA_BATCH": 64},
+    "appendix_multi_gpu_model": {"EPOCHS": 1, "LEARNING_RATE": 0.1},
+    "06_pytorch_dp_ddp": {"EPOCHS": 1, "PER_REPLICA_BATCH": 64},
     # STEPS, BLOCKS as committed: shorter timings let a busy neighbour skew the scaling claim
-    "08_performance": {"INPUT_EXAMPLES": 640, "GLOBAL_BATCHES": (128, 512)},
-    "09_fault_tolerance": {
+    "07_performance": {"INPUT_EXAMPLES": 640, "GLOBAL_BATCHES": (128, 512)},
+    "08_fault_tolerance": {
         "EXAMPLES": 960,
         "EPOCHS": 3,
         "INTERRUPT_AT": (1, 5),
         "INTERRUPT_STEP": 30,
     },
-    "10_processes_and_machines": {"EXAMPLES": 512, "PER_PROCESS_BATCH": 64},
-    "11_tensorflow_and_keras_across_processes": {"EXAMPLES": 512, "GLOBAL_BATCH": 128},
-    "12_splitting_the_batch": {  # BN_ knobs: a restart
+    "09_processes_and_machines": {"EXAMPLES": 512, "PER_PROCESS_BATCH": 64},
+    "10_tensorflow_and_keras_across_processes": {"EXAMPLES": 512, "GLOBAL_BATCH": 128},
+    "11_splitting_the_batch": {  # BN_ knobs: a restart
         "MULTIPLES": (1, 8),
         "EPOCHS": 1,
         "PRECISION_EXAMPLES": 640,
     },
-    "13_sharded_data_parallelism": {
+    "12_sharded_data_parallelism": {
         "EXAMPLES": 256,
         "GLOBAL_BATCH": 96,
         "STEPS": 2,
         "PROCESSES": 3,
     },
-    "14_inside_one_step": {
+    "13_fsdp2_and_sharded_checkpoints": {
         "EXAMPLES": 192,
+        "GLOBAL_BATCH": 96,
+        "STEPS": 2,
+        "PROCESSES": 3,
+    },
+    "14_layouts_and_recomputation": {"GLOBAL_BATCH": 32},
+    "15_inside_one_step": {"EXAMPLES": 192, "GLOBAL_BATCH": 32, "STEPS": 4},
+    "16_timeline_cost_and_compression": {
         "GLOBAL_BATCH": 32,
-        "STEPS": 4,
         "MESSAGE_BYTES": [4096, 2**20, 2**22],
     },
-    "15_troubleshooting": {"GLOBAL_BATCH": 128},
+    "17_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

@@ -1,4 +1,4 @@
-"""utils.batch_scaling: the linear scaling rule and its warm-up (chapter 12)."""
+"""utils.batch_scaling: the linear scaling rule and its warm-up (chapter 11)."""
 
 import keras
 import numpy as np

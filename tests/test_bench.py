@@ -50,7 +50,7 @@ def test_table_shows_cost_relative_to_the_baseline_of_the_same_mode():
 
 
 def test_quick_run_writes_rows_for_every_configuration(tmp_path):
-    """The command line end to end (chapter 8 runs every configuration through run_benchmark)."""
+    """The command line end to end (chapter 7 runs every configuration through run_benchmark)."""
     out = tmp_path / "bench.json"
     result = subprocess.run(
         [
@@ -86,7 +86,7 @@ def test_quick_run_writes_rows_for_every_configuration(tmp_path):
 
 
 def test_configurations_take_turns_so_a_busy_spell_slows_them_alike(monkeypatch):
-    """Chapter 8's CI failure: measured one after the other, a quiet baseline met a busy rival."""
+    """Chapter 7's CI failure: measured one after the other, a quiet baseline met a busy rival."""
     calls, clock = [], iter(range(100))
 
     def timed_blocks(devices, mode, global_batch, steps):

@@ -1,4 +1,4 @@
-"""utils.ddp_reference (saved from chapter 7): the batches DistributedSampler gives each rank,
+"""utils.ddp_reference (saved from chapter 6): the batches DistributedSampler gives each rank,
 and their union, one process's equivalent (the DDP proofs are in test_pytorch_ddp.py)."""
 
 from utils.ddp_reference import global_batches, rank_indices

@@ -1,4 +1,4 @@
-"""Chapter 9's claim that `keras.utils.set_random_seed` and op determinism give bit-identical
+"""Chapter 8's claim that `keras.utils.set_random_seed` and op determinism give bit-identical
 weights in two separate processes, not only in one (the chapter shows one process)."""
 
 import sys
@@ -8,11 +8,11 @@ import numpy as np
 from tests.helpers import code_cells, load_notebook, source
 from utils.launch import run_processes
 
-CHAPTER = "chapters/09_fault_tolerance.ipynb"
+CHAPTER = "chapters/08_fault_tolerance.ipynb"
 
 
 def chapter_code(defining: str) -> str:
-    """The code of chapter 9's cell that contains `defining`, up to its first blank pair of
+    """The code of chapter 8's cell that contains `defining`, up to its first blank pair of
     lines after the definition (the cell's own runs follow)."""
     cell = next(source(c) for c in code_cells(load_notebook(CHAPTER)) if defining in source(c))
     return cell.split("\n\n\n")[0]

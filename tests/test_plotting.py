@@ -1,5 +1,6 @@
 """utils.plotting: training curves, and the pictures drawn from values a chapter computes."""
 
+import matplotlib.pyplot
 import pytest
 
 from utils.plotting import (
@@ -8,6 +9,7 @@ from utils.plotting import (
     draw_collective_sequence,
     draw_collectives,
     draw_data_parallel_step,
+    draw_device_mesh,
     draw_dp_and_ddp,
     draw_funnel_and_ring,
     draw_mirrored_strategy,
@@ -19,6 +21,13 @@ from utils.plotting import (
     plot_curves,
     plot_step_timeline,
 )
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Every test draws a figure; close them all after it."""
+    yield
+    matplotlib.pyplot.close("all")
 
 
 def test_plot_curves_draws_one_line_per_run_and_panel_per_metric():
@@ -222,3 +231,77 @@ def test_tf_config_marks_worker_0_the_chief_unless_there_is_a_chief_task():
     assert [t.split(",")[0] for t in texts if "chief" in t] == ["chief 0"]
     with pytest.raises(ValueError, match="one cluster for all"):
         draw_tf_config([configs[0], {"cluster": cluster, "task": {}}])
+
+
+def kernel(shape, spec, shard, devices):
+    return {"shape": shape, "spec": spec, "per device": [shard] * devices}
+
+
+def mesh_kernels(n):
+    """Chapter 14's kernels on n devices: the hidden one split by columns, the logits by rows."""
+    return {
+        "mlp/hidden/kernel": kernel([64, 256], [None, "batch"], [64, 256 // n], n),
+        "mlp/logits/kernel": kernel([256, 10], ["batch", None], [256 // n, 10], n),
+    }
+
+
+def test_device_mesh_cuts_each_kernel_into_the_blocks_its_devices_hold():
+    figure = draw_device_mesh(["TFRT_CPU_0", "TFRT_CPU_1"], mesh_kernels(2))
+    hidden, logits = figure.axes
+    assert hidden.get_title() == "mlp/hidden/kernel (None, 'batch')\nfull shape [64, 256]"
+    assert [t.get_text() for t in hidden.texts] == ["dev 0\n[64, 128]", "dev 1\n[64, 128]"]
+    assert [t.get_text() for t in logits.texts] == ["dev 0\n[128, 10]", "dev 1\n[128, 10]"]
+    # columns split: blocks side by side; rows split: one above the other (row 0 on top)
+    (a, b), (c, d) = hidden.patches, logits.patches
+    assert a.get_y() == b.get_y() and a.get_x() < b.get_x() and a.get_height() == b.get_height()
+    assert c.get_x() == d.get_x() and c.get_y() < d.get_y() and c.get_width() == d.get_width()
+    assert a.get_facecolor() == c.get_facecolor() != b.get_facecolor()  # coloured by device
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert legend == ["dev 0: TFRT_CPU_0", "dev 1: TFRT_CPU_1"]
+    assert figure.legends[0].get_title().get_text() == "mesh axis 'batch'"
+
+
+def test_a_spec_may_leave_out_its_trailing_nones_as_jax_does():
+    logits = kernel([256, 10], ["batch"], [128, 10], 2)  # PartitionSpec('batch')
+    figure = draw_device_mesh(["cuda:0", "cuda:1"], {"mlp/logits/kernel": logits})
+    assert figure.axes[0].get_title().startswith("mlp/logits/kernel ('batch', None)")
+
+
+def test_a_replicated_kernel_is_one_rectangle_every_device_holds():
+    replicated = kernel([64, 256], [None, None], [64, 256], 2)
+    figure = draw_device_mesh(["cuda:0", "cuda:1"], {"mlp/hidden/kernel": replicated})
+    (axis,) = figure.axes
+    assert len(axis.patches) == 1 and axis.patches[0].get_linestyle() == "--"
+    assert [t.get_text() for t in axis.texts] == [
+        "every device holds all of it:\n[64, 256] on each of the 2"
+    ]
+
+
+def test_device_mesh_draws_eight_devices_and_a_bias_as_one_row():
+    kernels = {**mesh_kernels(8), "mlp/hidden/bias": kernel([256], ["batch"], [32], 8)}
+    figure = draw_device_mesh([f"cuda:{d}" for d in range(8)], kernels)
+    assert [len(axis.patches) for axis in figure.axes] == [8, 8, 8]
+    bias = figure.axes[2]
+    assert len({p.get_y() for p in bias.patches}) == 1  # one row
+    assert bias.texts[7].get_text() == "dev 7\n[32]" and bias.texts[7].get_rotation() == 90
+    assert figure.axes[1].texts[7].get_rotation() == 0  # rows are wide enough
+    assert len(figure.legends[0].get_texts()) == 8
+
+
+def test_device_mesh_names_the_kernel_whose_layout_does_not_fit():
+    two = ["cuda:0", "cuda:1"]
+    with pytest.raises(ValueError, match="at least one device and one kernel"):
+        draw_device_mesh([], mesh_kernels(2))
+    one_shard = kernel([256, 10], ["batch", None], [128, 10], 1)
+    with pytest.raises(ValueError, match="mlp/logits/kernel needs one shard shape per device"):
+        draw_device_mesh(two, {**mesh_kernels(2), "mlp/logits/kernel": one_shard})
+    with pytest.raises(ValueError, match="bias's spec needs one entry per dimension"):
+        draw_device_mesh(two, {"bias": kernel([256], [None, "batch"], [128], 2)})
+    with pytest.raises(ValueError, match="each 'batch' \\(at most once\\) or None"):
+        draw_device_mesh(two, {"hidden": kernel([64, 256], [None, "model"], [64, 128], 2)})
+    with pytest.raises(ValueError, match="each 'batch' \\(at most once\\) or None"):
+        draw_device_mesh(two, {"hidden": kernel([64, 256], ["batch"] * 2, [32, 128], 2)})
+    with pytest.raises(ValueError, match="each shard of hidden must be its shape"):
+        draw_device_mesh(two, {"hidden": kernel([64, 256], ["batch", None], [64, 128], 2)})
+    with pytest.raises(ValueError, match="each shard of bias must be"):  # 10 over 4 devices
+        draw_device_mesh(two * 2, {"bias": kernel([10], ["batch"], [2], 4)})

@@ -1,6 +1,6 @@
 """utils.resilience. What it is for (an interrupted `fit` resumed with BackupAndRestore equals
 the uninterrupted run; weights restore across device counts; seeds and op determinism repeat a
-run bit for bit) is asserted by chapter 9 under nbval, so it is not trained again here."""
+run bit for bit) is asserted by chapter 8 under nbval, so it is not trained again here."""
 
 import pytest
 

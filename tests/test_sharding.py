@@ -1,14 +1,13 @@
-"""Chapter 13: ZeRO's memory arithmetic and what recomputing activations saves
-(utils.sharding, saved from the chapter), the batches and the collectives the profiler
-records (utils.pytorch_ddp), and the chapter's workers: ZeRO-1 by hand and FSDP2 on 2 CPU
-processes == one process, a sharded checkpoint restored on 3 processes."""
+"""Chapters 12 and 13: ZeRO's memory arithmetic (utils.sharding, saved from chapter 12), the
+batches and the collectives the profiler records (utils.pytorch_ddp), and the chapters'
+workers: ZeRO-1 by hand and FSDP2 on 2 CPU processes == one process, a sharded checkpoint
+saved on 2 processes and restored on 3."""
 
 import json
 from types import SimpleNamespace
 
 import pytest
 import torch
-from torch import nn
 
 from tests.helpers import import_chapter_files
 from utils import load_mnist_subset
@@ -24,7 +23,6 @@ from utils.pytorch_ddp import (
 from utils.sharding import (
     SHARDED,
     bytes_per_device,
-    saved_activations_and_flops,
     train_adam_one_process,
 )
 
@@ -83,21 +81,9 @@ def test_collectives_are_read_with_the_size_of_the_whole_tensor():
     ]
 
 
-def test_recomputing_saves_activations_for_more_operations():
-    torch.manual_seed(0)
-    blocks = [nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8)) for _ in range(3)]
-    x = torch.randn(4, 8)
-    stored = saved_activations_and_flops(blocks, x, recompute=False)
-    recomputed = saved_activations_and_flops(blocks, x, recompute=True)
-    assert recomputed[0] < stored[0] and recomputed[1] > stored[1]
-    assert all(torch.equal(a, b) for a, b in zip(stored[2], recomputed[2]))
-    with pytest.raises(ValueError, match="at least one block"):
-        saved_activations_and_flops([], x, recompute=True)
-
-
 def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
-    chapter13 = import_chapter_files(
-        "chapters/13_sharded_data_parallelism.ipynb", tmp_path / "files", monkeypatch
+    chapter12 = import_chapter_files(
+        "chapters/12_sharded_data_parallelism.ipynb", tmp_path / "files", monkeypatch
     )
     (x, y), _ = load_mnist_subset()
     digits = to_tensors(x[:128], y[:128])
@@ -109,9 +95,12 @@ def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
         .state_dict()
         .values()
     )
-    zero1, fsdp = chapter13("zero1"), chapter13("fsdp")
-    restore = chapter13("restore")
+    zero1 = chapter12("zero1")  # the processes import it from the working folder
     run_ranks(zero1.zero1_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
+    chapter13 = import_chapter_files(
+        "chapters/13_fsdp2_and_sharded_checkpoints.ipynb", tmp_path / "files13", monkeypatch
+    )
+    fsdp, restore = chapter13("fsdp"), chapter13("restore")
     run_ranks(fsdp.fsdp_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
     restoring = (3, free_ports(1)[0], str(tmp_path), 0)
     run_ranks(restore.fsdp_restore_worker, 3, restoring, timeout_s=120)

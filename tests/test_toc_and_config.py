@@ -66,14 +66,15 @@ def test_title_and_colab_badge_point_at_this_notebook(path):
 
 def test_the_chapters_are_numbered_in_the_order_the_prose_numbers_them():
     """The prose says "chapter N": the rendered book numbers the notebooks 1, 2, ... in the
-    order of their file names, across the numbered parts."""
+    order of their file names, across the numbered parts; the appendix's are not numbered."""
     numbered = [
         entry["file"] for part in TOC["parts"] if part.get("numbered") for entry in part["chapters"]
     ]
-    assert numbered == [p.with_suffix("").as_posix() for p in NOTEBOOKS]
+    chapters = [p.with_suffix("").as_posix() for p in NOTEBOOKS if p.name[:2].isdigit()]
+    assert numbered == chapters
 
 
-# "chapter 7", "chapters 7 and 10", "chapters 7, 10 and 12" (a range, "chapters 2 to 12",
+# "chapter 6", "chapters 6 and 9", "chapters 6, 9 and 11" (a range, "chapters 2 to 11",
 # stays text); code, links and headings are left alone
 NAMED_CHAPTERS = re.compile(r"\b[Cc]hapters? (\d+(?:(?:, | and | or )\d+)*)\b(?! to )")
 NOT_PROSE = re.compile(r"\{(?:doc|ref|term)\}`[^`]*`|`[^`\n]*`|\[[^\]]*\]\([^)]*\)")
@@ -104,6 +105,11 @@ def unlinked_chapters(markdown: str, own: int | None) -> list[str]:
     ]
 
 
+def chapter_number(path) -> int | None:
+    """The number of the chapter in `path`; None for the appendix's notebooks."""
+    return int(path.name[:2]) if path.name[:2].isdigit() else None
+
+
 def test_every_chapter_the_prose_names_is_a_link():
     """A reader can follow every "chapter N" of the chapters and the book's pages."""
     found = {}
@@ -111,7 +117,7 @@ def test_every_chapter_the_prose_names_is_a_link():
         for cell in load_notebook(path)["cells"]:
             if cell["cell_type"] == "markdown":
                 found.setdefault(path.name, []).extend(
-                    unlinked_chapters(source(cell), int(path.name[:2]))
+                    unlinked_chapters(source(cell), chapter_number(path))
                 )
     for page in (
         "intro.md",
@@ -130,3 +136,26 @@ def test_unlinked_chapters_are_found_outside_code_and_links():
     text = "chapter 7, chapters 3 and 9, `chapter 2`, {doc}`chapter 4 <04_x>`, chapter 5"
     text += "\n# chapter 6\n```python\n# chapter 8\n```\n```{dropdown} Hint\nchapter 10\n```"
     assert unlinked_chapters(text, own=5) == ["chapter 7", "chapters 3 and 9", "chapter 10"]
+
+
+# {doc}`chapter 6 <06_pytorch_dp_ddp>`, {doc}`Chapters 6 <chapters/06_x>`, {doc}`6 <06_x>`
+NUMBERED_LINK = re.compile(r"\{doc\}`(?:[Cc]hapters?\s+)?(\d+)\s+<(?:\.\./)?(?:chapters/)?(\d\d)_")
+
+
+def test_every_chapter_link_names_the_chapter_it_points_to():
+    """After a renumbering, "chapter 12" must still lead to chapter 12."""
+    pages = [
+        (path.name, source(cell)) for path in NOTEBOOKS for cell in load_notebook(path)["cells"]
+    ]
+    pages += [(page.name, page.read_text()) for page in ROOT.glob("*.md")]
+    wrong = [
+        (name, m.group(0))
+        for name, text in pages
+        for m in NUMBERED_LINK.finditer(text)
+        if int(m.group(1)) != int(m.group(2))
+    ]
+    assert not wrong, "a link's text names another chapter than its target"
+    assert NUMBERED_LINK.findall("{doc}`chapter 6\n<06_x>`, {doc}`13 <chapters/12_y>`") == [
+        ("6", "06"),
+        ("13", "12"),
+    ]

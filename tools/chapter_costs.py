@@ -23,7 +23,7 @@ WORDS_PER_MINUTE, CODE_LINES_PER_MINUTE, OUTPUT_LINES_PER_MINUTE = 200, 15, 40
 FIGURE_LINES = 10
 STATED = re.compile(r"About (\d+) minutes to read")
 _WORD = re.compile(r"[A-Za-z0-9][\w'.-]*")
-# what a reader sees of a link: {doc}`chapter 7 <07_pytorch_dp_ddp>`, [text](address)
+# what a reader sees of a link: {doc}`chapter 6 <06_pytorch_dp_ddp>`, [text](address)
 _ROLE = re.compile(r"\{\w+\}`([^`<]*?)\s*(?:<[^>`]*>)?`")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 

@@ -17,6 +17,7 @@ import ast
 import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,22 +41,22 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Data parallelism written by hand: split a batch, all-reduce gradients, the ring.",
         ("import numpy as np", "import tensorflow as tf"),
     ),
-    "06_legacy_multi_gpu_model": (
+    "appendix_multi_gpu_model": (
         "legacy",
         "A working re-creation of the removed `keras.utils.multi_gpu_model`, for old code.",
         ("import keras", "import tensorflow as tf"),
     ),
-    "07_pytorch_dp_ddp": (
+    "06_pytorch_dp_ddp": (
         "ddp_reference",
         "What DDP's processes train, in one process: the sampler's batches and their union.",
         ("import torch", "from torch import nn", "from utils.pytorch_ddp import make_model"),
     ),
-    "12_splitting_the_batch": (
+    "11_splitting_the_batch": (
         "process_group",
-        "Joining a PyTorch process group at a TCP port: the workers from chapter 12 on.",
+        "Joining a PyTorch process group at a TCP port: the workers from chapter 11 on.",
         (),
     ),
-    "13_sharded_data_parallelism": (
+    "12_sharded_data_parallelism": (
         "sharding",
         "Sharded data parallelism: what each device holds, and what it computes.",
         (
@@ -63,6 +64,11 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "from torch import nn",
             "from utils.pytorch_ddp import make_model",
         ),
+    ),
+    "14_layouts_and_recomputation": (
+        "recompute",
+        "Recomputing activations: the bytes autograd saves, and the operations it runs.",
+        ("import torch",),
     ),
 }
 
@@ -121,11 +127,15 @@ def _split_imports(chapter: str, source: str) -> tuple[list[str], str]:
 def saved_module(chapter: str, root: Path = REPOSITORY) -> str:
     """The text of `chapter`'s module: docstring, imports, then its saved cells."""
     module, docstring, imports = SAVED[chapter]
-    header = (
-        f'"""{docstring}\n\nWritten in chapter {int(chapter[:2])} ({chapter}.ipynb), in its '
-        f"cells marked `{MARK}`: edit\nthem there, re-run the chapter, then run "
-        '`python -m tools.save_from_chapters`.\n"""\n'
+    written_in = f"chapter {int(chapter[:2])}" if chapter[:2].isdigit() else "the appendix"
+    written = (
+        f"Written in {written_in} ({chapter}.ipynb), in its cells marked `{MARK}`: edit them "
+        "there, re-run the chapter, then run `python -m tools.save_from_chapters`."
     )
+    command = "python -m tools.save_from_chapters"
+    wrapped = textwrap.fill(written.replace(command, command.replace(" ", "\0")), 92)
+    wrapped = wrapped.replace("\0", " ")
+    header = f'"""{docstring}\n\n{wrapped}\n"""\n'
     found, blocks = list(imports), []
     for source in saved_cells(chapter, root):
         cell_imports, code = _split_imports(chapter, source)

@@ -32,6 +32,7 @@ _HOMES = {
     "draw_tf_config": "utils.plotting",
     "draw_torchrun_launch": "utils.plotting",
     "draw_zero_holdings": "utils.plotting",
+    "draw_device_mesh": "utils.plotting",
     "plot_step_timeline": "utils.plotting",
     "plot_curves": "utils.plotting",
     "median_time": "utils.timing",

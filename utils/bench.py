@@ -1,4 +1,4 @@
-"""Steady-state training throughput, with and without MirroredStrategy (chapter 8).
+"""Steady-state training throughput, with and without MirroredStrategy (chapter 7).
 
     python -m utils.bench --replicas 1 2 --mode fit custom --quick --json results.json
 
@@ -165,7 +165,7 @@ def run_benchmark(
     Each configuration's global batch is `global_batch` when given (the same work per step
     for every row), else `batch_per_replica` times its replica count (the same work per device).
     The configurations take turns, one block each, so that a busy spell of the machine slows
-    them all alike instead of whichever one it falls on (chapter 8).
+    them all alike instead of whichever one it falls on (chapter 7).
     """
     from tqdm import tqdm
 

@@ -1,7 +1,7 @@
 """The training step of a custom loop under a tf.distribute strategy.
 
-Written in chapter 4 (04_custom_loops.ipynb), in its cells marked `# @save`: edit
-them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
+Written in chapter 4 (04_custom_loops.ipynb), in its cells marked `# @save`: edit them
+there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
 import keras

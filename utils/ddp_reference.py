@@ -1,7 +1,7 @@
 """What DDP's processes train, in one process: the sampler's batches and their union.
 
-Written in chapter 7 (07_pytorch_dp_ddp.ipynb), in its cells marked `# @save`: edit
-them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
+Written in chapter 6 (06_pytorch_dp_ddp.ipynb), in its cells marked `# @save`: edit them
+there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
 import torch

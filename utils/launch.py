@@ -1,5 +1,5 @@
 """Starting training programs as separate processes, as torchrun and TF_CONFIG do
-(chapters 10 and 11).
+(chapters 9 and 10).
 
 Every process is started in its own process group with its output in a file (a pipe that
 nobody reads can fill and stall it). `run_processes` waits for all of them, and on a failure
@@ -183,7 +183,7 @@ def join_spawned(context, timeout_s: float = 120.0) -> None:
     """Wait for the processes of `torch.multiprocessing.spawn(..., join=False)`, at most
     `timeout_s` seconds. As `spawn(..., join=True)` does, raise the error of a process
     that failed (after stopping the others); unlike it, at the deadline kill every
-    process still running and raise a TimeoutError, so that a hung group (chapter 15)
+    process still running and raise a TimeoutError, so that a hung group (chapter 17)
     cannot hang the notebook."""
     if not timeout_s > 0:
         raise ValueError(
@@ -220,7 +220,7 @@ def gpu_per_process_environments(
     num_processes: int, gpu_count: int
 ) -> list[dict[str, str]]:
     """The `CUDA_VISIBLE_DEVICES` of each of `num_processes` programs started on this machine
-    that must not share a GPU (chapter 10's torchrun agents, chapter 11's TensorFlow
+    that must not share a GPU (chapter 9's torchrun agents, chapter 10's TensorFlow
     workers): with a GPU for each, process i sees only the i-th GPU this process sees
     (`visible_gpu_ids`);
     otherwise none of them sees a GPU, and they run on the CPU."""
@@ -235,7 +235,7 @@ def gpu_per_process_environments(
 
 def jax_platform_environment(gpu_count: int) -> dict[str, str]:
     """The environment for a JAX program that trains data parallel on this machine's devices
-    (chapter 11): JAX's default with 2 or more GPUs (it uses them all), `JAX_PLATFORMS=cpu`
+    (chapter 10): JAX's default with 2 or more GPUs (it uses them all), `JAX_PLATFORMS=cpu`
     with 1 or none, so that the CPU devices the program asks XLA to simulate
     (`--xla_force_host_platform_device_count`) are the ones it computes on: on one GPU, a
     mesh would have one device and distribute nothing."""

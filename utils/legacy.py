@@ -1,7 +1,7 @@
 """A working re-creation of the removed `keras.utils.multi_gpu_model`, for old code.
 
-Written in chapter 6 (06_legacy_multi_gpu_model.ipynb), in its cells marked `# @save`: edit
-them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
+Written in the appendix (appendix_multi_gpu_model.ipynb), in its cells marked `# @save`:
+edit them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
 from collections.abc import Sequence

@@ -1,5 +1,5 @@
-"""Figures (chapters 2-7, 9-11, 13 and 14): training curves, and pictures drawn from the
-values a chapter computes."""
+"""Figures (chapters 2-6, 8-10, 12-16 and the appendix): training curves, and pictures
+drawn from the values a chapter computes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from itertools import cycle
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import to_rgb
 from matplotlib.ticker import MaxNLocator
 
 
@@ -224,7 +225,7 @@ def draw_dp_and_ddp(
     """`nn.DataParallel`'s one process beside `DistributedDataParallel`'s one process per
     device; returns the figure.
 
-    Introduced in chapter 7. `dp_pid` is the process that ran DataParallel, `dp_slices`
+    Introduced in chapter 6. `dp_pid` is the process that ran DataParallel, `dp_slices`
     one `(device, examples)` pair per device its scatter feeds (device 0 first), and
     `ddp_ranks` one mapping per DDP process with its `rank`, `pid`, `device`, `backend`
     and `batch` (the examples it takes per step).
@@ -316,7 +317,7 @@ def draw_resume_timeline(
     """A training that was interrupted and resumed, on a time axis counted in steps;
     returns the figure.
 
-    Introduced in chapter 9. `attempts` holds one mapping per attempt, in order: its
+    Introduced in chapter 8. `attempts` holds one mapping per attempt, in order: its
     `start` and `stop` step, the steps after which it wrote a `checkpoints`, and whether
     it was `interrupted`. A later attempt starts where the earlier one's last checkpoint
     left it; the steps between that checkpoint and the interruption are drawn as lost
@@ -437,7 +438,7 @@ def draw_torchrun_launch(agents: Sequence[Mapping[str, object]], endpoint: str):
     """torchrun's processes: one agent per machine, each starting its worker processes,
     and the rendezvous store the agents meet at; returns the figure.
 
-    Introduced in chapter 10. `agents` holds one mapping per torchrun agent: its `name`
+    Introduced in chapter 9. `agents` holds one mapping per torchrun agent: its `name`
     ("node 0"), whether it `hosts_store` (exactly one does), and its `workers` as
     `(rank, local_rank)` pairs; the ranks of all workers together are 0..N-1, each once.
     `endpoint` is the store's address, as given to `--rdzv-endpoint` ("127.0.0.1:29400").
@@ -514,8 +515,8 @@ def plot_step_timeline(timelines: Sequence[Mapping[str, Sequence[Sequence[float]
     """A few DDP steps on one time axis, one row per process: the steps, the backward
     computations and the all-reduces, each as (start, duration) in ms; returns the figure.
 
-    Introduced in chapter 14. `timelines[r]` holds rank r's "step", "backward" and
-    "all-reduce" intervals, as chapter 14's `timeline_worker` (timeline.py) writes them.
+    Introduced in chapter 16. `timelines[r]` holds rank r's "step", "backward" and
+    "all-reduce" intervals, as chapter 16's `timeline_worker` (timeline.py) writes them.
     """
     lanes = ("step", "backward", "all-reduce")
     if not timelines or any(set(lanes) - set(t) for t in timelines):
@@ -645,8 +646,8 @@ def draw_zero_holdings(
     device holds it: all of it when replicated, its own 1/devices slice when sharded;
     returns the figure.
 
-    Introduced in chapter 13. `sharded` maps each stage to the kinds it splits, as
-    chapter 13's SHARDED does; `bytes_per_parameter` maps each kind to its bytes."""
+    Introduced in chapter 12. `sharded` maps each stage to the kinds it splits, as
+    chapter 12's SHARDED does; `bytes_per_parameter` maps each kind to its bytes."""
     if devices < 2 or not sharded:
         raise ValueError("draw_zero_holdings: give at least one stage and two devices.")
     kinds = list(bytes_per_parameter)
@@ -695,6 +696,127 @@ def draw_zero_holdings(
     return figure
 
 
+# One hue per device, the module's own first; a block is a light tint of it, edged in it.
+_DEVICE_HUES = ["#4a78b0", "#c07a2c", "#3c8c50", "#8a6bb0"]
+_DEVICE_HUES += ["#b03a3a", "#2a8c8c", "#b0508a", "#8c7a2a"]
+
+
+def _full_spec(kernel: Mapping[str, Sequence]) -> list:
+    """A variable's spec with one entry per dimension: JAX leaves out trailing Nones."""
+    spec = list(kernel["spec"])
+    return spec + [None] * (len(kernel["shape"]) - len(spec))
+
+
+def draw_device_mesh(
+    devices: Sequence[str],
+    kernels: Mapping[str, Mapping[str, Sequence]],
+    *,
+    axis_name: str = "batch",
+):
+    """What each device of a one-axis `DeviceMesh` holds of each variable: one panel per
+    variable, its rectangle (rows by columns, in proportion up to 2:1) cut into the block
+    each device holds, coloured by device and labelled with its index and shard shape; a
+    replicated variable is one grey rectangle that every device holds; returns the figure.
+
+    Introduced in chapter 14. `devices` names the mesh's devices in order; `kernels` maps
+    a variable's path to its "shape", its "spec" (per dimension, `axis_name` or None; as
+    in JAX's `PartitionSpec`, missing trailing entries are None) and its "per device"
+    shard shapes, in device order. A 1-D variable (a bias) is one row."""
+    n = len(devices)
+    if not n or not kernels:
+        raise ValueError("draw_device_mesh: give at least one device and one kernel.")
+    for path, kernel in kernels.items():
+        shape, spec = list(kernel["shape"]), _full_spec(kernel)
+        shards = [list(shard) for shard in kernel["per device"]]
+        if len(shards) != n:
+            raise ValueError(
+                f"draw_device_mesh: {path} needs one shard shape per device ({n}); "
+                f"it has {len(shards)}."
+            )
+        if (
+            len(spec) != len(shape)
+            or spec.count(axis_name) > 1
+            or any(axis not in (None, axis_name) for axis in spec)
+        ):
+            raise ValueError(
+                f"draw_device_mesh: {path}'s spec needs one entry per dimension of its "
+                f"shape {shape}, each {axis_name!r} (at most once) or None."
+            )
+        cut = [axis == axis_name for axis in spec]
+        expected = [size // n if c else size for size, c in zip(shape, cut)]
+        uneven = any(size % n for size, c in zip(shape, cut) if c)
+        if uneven or any(shard != expected for shard in shards):
+            raise ValueError(
+                f"draw_device_mesh: each shard of {path} must be its shape {shape} with "
+                f"the dimension on {axis_name!r} divided by its {n} devices (a whole "
+                f"number of times); got {shards}."
+            )
+    colours = [
+        {"facecolor": 0.3 * np.array(to_rgb(hue)) + 0.7, "edgecolor": hue}
+        for hue in (_DEVICE_HUES * n)[:n]
+    ]
+    figure, axes = plt.subplots(
+        1,
+        len(kernels),
+        figsize=(3.6 * len(kernels) + 1.8, 4.4),
+        squeeze=False,
+        layout="constrained",
+    )
+    for axis, (path, kernel) in zip(axes[0], kernels.items()):
+        shape, spec = list(kernel["shape"]), _full_spec(kernel)
+        axis.set(xlim=(-0.02, 1.02), ylim=(1.02, -0.02), aspect="equal")  # row 0 on top
+        axis.axis("off")
+        axis.set_title(f"{path} {tuple(spec)}\nfull shape {shape}", fontsize=9)
+        ratio = 0.2 if len(shape) == 1 else np.clip(shape[0] / shape[1], 0.5, 2)
+        width, height = min(1, 1 / ratio), min(1, ratio)
+        left, top = (1 - width) / 2, (1 - height) / 2
+        if axis_name not in spec:
+            axis.add_patch(
+                plt.Rectangle((left, top), width, height, ls="--", lw=1.2, **_GREY)
+            )
+            axis.text(
+                0.5,
+                0.5,
+                f"every device holds all of it:\n{shape} on each of the {n}",
+                ha="center",
+                va="center",
+                fontsize=8,
+            )
+            continue
+        across = spec.index(axis_name) == len(shape) - 1  # columns: blocks side by side
+        for device, shard in enumerate(kernel["per device"]):
+            x, y, w, h = (
+                (left + device * width / n, top, width / n, height)
+                if across
+                else (left, top + device * height / n, width, height / n)
+            )
+            axis.add_patch(plt.Rectangle((x, y), w, h, lw=1.2, **colours[device]))
+            axis.text(
+                x + w / 2,
+                y + h / 2,
+                f"dev {device}\n{list(shard)}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                rotation=90 if across and n > 4 else 0,
+            )
+    figure.legend(
+        handles=[
+            plt.Rectangle((0, 0), 1, 1, lw=1.2, label=f"dev {d}: {name}", **colours[d])
+            for d, name in enumerate(devices)
+        ],
+        loc="outside right center",
+        fontsize=8,
+        title=f"mesh axis {axis_name!r}",
+        title_fontsize=9,
+        frameon=False,
+    )
+    figure.suptitle(
+        f"What each device holds: a DeviceMesh of {n} along {axis_name!r}", fontsize=10
+    )
+    return figure
+
+
 def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str]):
     """A step's collectives in the order they ran, one box each, with its kind, the layer
     it belongs to and its elements; returns the figure.
@@ -729,7 +851,7 @@ def draw_bucket_order(events: Sequence[str], buckets: Sequence[Sequence[int]], s
     """The backward pass as DDP's hooks saw it: each gradient as it became ready, and each
     bucket's all-reduce as it started, in order, coloured by bucket; returns the figure.
 
-    Introduced in chapter 14. `events` are the log lines of chapter 14's hooks ("gradient
+    Introduced in chapter 15. `events` are the log lines of chapter 15's hooks ("gradient
     5 ready", "all-reduce bucket 0 starts (8,010)"); `buckets` lists each bucket's
     gradient indices, as `make_buckets` returns them; `sizes[i]` is gradient i's
     elements."""
@@ -791,7 +913,7 @@ def draw_funnel_and_ring(
     weights out, the gradients back), on the right each GPU sends `ring_each` to its
     neighbour; returns the figure.
 
-    Introduced in chapter 6. The amounts are per training step, in `unit`."""
+    Introduced in the multi_gpu_model appendix. The amounts are per training step, in `unit`."""
     if devices < 2:
         raise ValueError("draw_funnel_and_ring: give at least two devices.")
     figure, (funnel, ring) = plt.subplots(1, 2, figsize=(10, 4.6))
@@ -901,7 +1023,7 @@ def draw_tf_config(configs: Sequence[Mapping]):
     task with its address and role, and the all-reduce that joins them; returns the
     figure.
 
-    Introduced in chapter 11. `configs[i]` is worker i's parsed `TF_CONFIG`; all must
+    Introduced in chapter 10. `configs[i]` is worker i's parsed `TF_CONFIG`; all must
     describe the same cluster. With no `chief` task, worker 0 is the chief."""
     if not configs or any(c["cluster"] != configs[0]["cluster"] for c in configs):
         raise ValueError(

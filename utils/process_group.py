@@ -1,6 +1,6 @@
-"""Joining a PyTorch process group at a TCP port: the workers from chapter 12 on.
+"""Joining a PyTorch process group at a TCP port: the workers from chapter 11 on.
 
-Written in chapter 12 (12_splitting_the_batch.ipynb), in its cells marked `# @save`: edit
+Written in chapter 11 (11_splitting_the_batch.ipynb), in its cells marked `# @save`: edit
 them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
@@ -13,7 +13,7 @@ from utils.pytorch_ddp import ddp_device
 def join_process_group(rank, world_size, port):
     """Join the process group through a store on this machine's `port`, hosted by rank
     0, and return this process's device: a GPU each and NCCL when there are enough,
-    else the CPU and gloo (`ddp_device`, chapter 7)."""
+    else the CPU and gloo (`ddp_device`, chapter 6)."""
     device, backend = ddp_device(rank, world_size)
     if device.type == "cuda":
         torch.cuda.set_device(device)

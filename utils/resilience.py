@@ -1,4 +1,4 @@
-"""Interrupting training on purpose, to prove that it resumes correctly (chapter 9)."""
+"""Interrupting training on purpose, to prove that it resumes correctly (chapter 8)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
 """Sharded data parallelism: what each device holds, and what it computes.
 
-Written in chapter 13 (13_sharded_data_parallelism.ipynb), in its cells marked `# @save`: edit
-them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
+Written in chapter 12 (12_sharded_data_parallelism.ipynb), in its cells marked `# @save`:
+edit them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
-from torch.utils.flop_counter import FlopCounterMode
 
 from utils.checks import check_int
 from utils.pytorch_ddp import make_model, step_batches
@@ -77,31 +75,3 @@ def optimizer_state_elements(optimizer):
         for value in state.values()
         if torch.is_tensor(value) and value.dim() > 0
     )
-
-
-def saved_activations_and_flops(blocks, x, *, recompute):
-    """One forward and backward pass through `blocks` in sequence: the bytes of
-    activations autograd saves (weights left out), the floating-point operations
-    FlopCounterMode counts, and the gradients. With `recompute`, each block runs under
-    `torch.utils.checkpoint`, which saves only its input and runs its forward again
-    during the backward pass."""
-    if not blocks:
-        raise ValueError("saved_activations_and_flops: give at least one block.")
-    weights = {w.data_ptr() for block in blocks for w in block.parameters()}
-    saved = []
-
-    def pack(tensor):  # called for every tensor autograd saves
-        if tensor.data_ptr() not in weights:
-            saved.append(tensor.numel() * tensor.element_size())
-        return tensor
-
-    for block in blocks:
-        block.zero_grad()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        with FlopCounterMode(display=False) as flops:
-            h = x
-            for block in blocks:
-                h = checkpoint(block, h, use_reentrant=False) if recompute else block(h)
-            h.square().mean().backward()
-    gradients = [w.grad.clone() for block in blocks for w in block.parameters()]
-    return sum(saved), flops.get_total_flops(), gradients

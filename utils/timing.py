@@ -22,7 +22,7 @@ class Timing:
 
     `seconds` is the wall time: what you wait, and what other programs on the machine
     can stretch. `cpu_seconds` is the CPU time this process used, on all its threads:
-    the work done, which they barely change (chapter 8 asserts on it).
+    the work done, which they barely change (chapter 7 asserts on it).
     """
 
     label: str
@@ -70,7 +70,7 @@ def steady_epoch_seconds(history: Mapping[str, Sequence[float]]) -> float:
     """Median epoch wall time of a `fit_model` history (its `epoch_seconds`).
 
     The first epoch traces and compiles the training step, so it is left out when there are
-    more (chapters 3 and 6).
+    more (chapter 3 and the multi_gpu_model appendix).
     """
     seconds = list(history["epoch_seconds"])
     if not seconds:

@@ -1,0 +1,20 @@
+"""utils.recompute (saved from chapter 14): recomputing activations saves memory for more
+operations, with the same gradients."""
+
+import pytest
+import torch
+from torch import nn
+
+from utils.recompute import saved_activations_and_flops
+
+
+def test_recomputing_saves_activations_for_more_operations():
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8)) for _ in range(3)]
+    x = torch.randn(4, 8)
+    stored = saved_activations_and_flops(blocks, x, recompute=False)
+    recomputed = saved_activations_and_flops(blocks, x, recompute=True)
+    assert recomputed[0] < stored[0] and recomputed[1] > stored[1]
+    assert all(torch.equal(a, b) for a, b in zip(stored[2], recomputed[2]))
+    with pytest.raises(ValueError, match="at least one block"):
+        saved_activations_and_flops([], x, recompute=True)
