@@ -15,6 +15,7 @@ _HOMES = {
     "read_image_folder": "utils.data",
     "write_image_folders": "utils.data",
     "setup_devices": "utils.devices",
+    "import_tensorflow_datasets": "utils.tfds_import",
     "error_line": "utils.errors",
     "all_reduce_method": "utils.devices",
     "max_abs_difference": "utils.compare",
