@@ -1,5 +1,5 @@
 """Compare the runs the recipes appended to their --results files: one row per run, with the
-scaling efficiency against the 1-device run of the same recipe (chapters 7 and 11).
+scaling efficiency against the 1-device run of the same recipe (chapters 7 and 12).
 
     python results_table.py results.jsonl [more.jsonl ...] [--plot scaling.png]
 

@@ -152,7 +152,7 @@ def build_model(keras, num_classes: int, seed: int):
 
 
 def warmup_schedule(keras, peak: float, warmup_steps: int):
-    """Linear warm-up from peak/warmup_steps to `peak`, then constant (chapter 11)."""
+    """Linear warm-up from peak/warmup_steps to `peak`, then constant (chapter 12)."""
 
     class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step):

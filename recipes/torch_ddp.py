@@ -12,13 +12,14 @@ one process per GPU (use the same commands with 0 GPUs to train on CPU cores):
         --rdzv-id=digits-run-1 --max-restarts=3 torch_ddp.py --epochs 5 --out /shared/run1
 
 Where the book explains each part:
-- one process per GPU, DistributedSampler, gradients averaged by DDP: chapter 6;
-  DDP's gradient buckets (--bucket-cap-mb): chapter 15
+- one process per GPU, DistributedSampler, gradients averaged by DDP: chapter 6; the
+  DataLoader's worker processes, pinned memory and a random generator per rank: chapter 11;
+  DDP's gradient buckets (--bucket-cap-mb): chapter 16
 - checkpoints each epoch written atomically, automatic resume, a clean stop on SIGTERM
   (what Slurm and Kubernetes send before they stop a job): chapter 8
 - torchrun, several machines, restarts (--max-restarts): chapter 9
 - global batch = per-device batch x processes, the linear learning-rate rule with a
-  warm-up, bfloat16 mixed precision: chapter 11
+  warm-up, bfloat16 mixed precision: chapter 12
 
 Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM
 (or SIGUSR1) every process stops after the current step, the checkpoint is saved and the
@@ -26,7 +27,7 @@ processes exit with code 0; torchrun, when it is signalled too, then exits with 
 a SignalException (the job was stopped, not finished). Give the job at least 30 s to stop
 (Kubernetes' terminationGracePeriodSeconds, Slurm's KillWait). At the end
 rank 0 appends one JSON line to --results; `python results_table.py results.jsonl` compares
-runs. torch_fsdp.py trains the same way with the model sharded (chapter 13).
+runs. torch_fsdp.py trains the same way with the model sharded (chapter 14).
 """
 
 from __future__ import annotations
@@ -437,6 +438,9 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         pin_memory=device.type == "cuda",
         persistent_workers=args.num_workers > 0,
         worker_init_fn=_ignore_stop_signals,
+        # each rank's workers their own random numbers (chapter 11): with the same seed
+        # everywhere, every rank would draw the same random augmentation
+        generator=torch.Generator().manual_seed(args.seed + rank),
     )
 
     progress = (

@@ -14,9 +14,9 @@ changes only what FSDP does differently) and `data.py`, to a machine with GPUs:
 
 Where the book explains each part:
 - fully_shard on each layer and on the whole model, bfloat16 weights in the forward and
-  backward passes (MixedPrecisionPolicy), Distributed Checkpoint: chapter 13
+  backward passes (MixedPrecisionPolicy), Distributed Checkpoint: chapter 14
 - everything else (torchrun and machines, checkpoints and SIGTERM, the learning-rate rule
-  and warm-up): as in torch_ddp.py, chapters 6, 8, 9 and 11
+  and warm-up): as in torch_ddp.py, chapters 6, 8, 9 and 12
 
 Checkpoints are folders `OUT/checkpoint-STEPS-epochE-S` (steps in all, then the epoch
 and the step in it); `OUT/latest` names the newest complete one. A run started again with

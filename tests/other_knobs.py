@@ -27,30 +27,31 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
     },
     "09_processes_and_machines": {"EXAMPLES": 512, "PER_PROCESS_BATCH": 64},
     "10_tensorflow_and_keras_across_processes": {"EXAMPLES": 512, "GLOBAL_BATCH": 128},
-    "11_splitting_the_batch": {  # BN_ knobs: a restart
+    "11_feeding_many_devices": {"EXAMPLES": 512, "SHARDS": 4, "GLOBAL_BATCH": 32},
+    "12_splitting_the_batch": {  # BN_ knobs: a restart
         "MULTIPLES": (1, 8),
         "EPOCHS": 1,
         "PRECISION_EXAMPLES": 640,
     },
-    "12_sharded_data_parallelism": {
+    "13_sharded_data_parallelism": {
         "EXAMPLES": 256,
         "GLOBAL_BATCH": 96,
         "STEPS": 2,
         "PROCESSES": 3,
     },
-    "13_fsdp2_and_sharded_checkpoints": {
+    "14_fsdp2_and_sharded_checkpoints": {
         "EXAMPLES": 192,
         "GLOBAL_BATCH": 96,
         "STEPS": 2,
         "PROCESSES": 3,
     },
-    "14_layouts_and_recomputation": {"GLOBAL_BATCH": 32},
-    "15_inside_one_step": {"EXAMPLES": 192, "GLOBAL_BATCH": 32, "STEPS": 4},
-    "16_timeline_cost_and_compression": {
+    "15_layouts_and_recomputation": {"GLOBAL_BATCH": 32},
+    "16_inside_one_step": {"EXAMPLES": 192, "GLOBAL_BATCH": 32, "STEPS": 4},
+    "17_timeline_cost_and_compression": {
         "GLOBAL_BATCH": 32,
         "MESSAGE_BYTES": [4096, 2**20, 2**22],
     },
-    "17_troubleshooting": {"GLOBAL_BATCH": 128},
+    "18_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

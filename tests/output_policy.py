@@ -45,7 +45,7 @@ import re
 DIFFERENCE_FACTOR = 25.0
 #: Differences at most this large are all rounding of one float32 computation.
 ROUNDING_FLOOR = 1e-6
-#: Accuracies may differ by this many percentage points. Measured: up to 3.1 (chapter 11's
+#: Accuracies may differ by this many percentage points. Measured: up to 3.1 (chapter 12's
 #: largest batch with a scaled learning rate: 92.4% on 2 threads, 89.3% on 1 with oneDNN).
 PERCENT_POINTS = 3.5
 #: Other decimals may differ by this fraction of the committed value. Measured: 0.03%.

@@ -1,4 +1,4 @@
-"""utils.batch_scaling: the linear scaling rule and its warm-up (chapter 11)."""
+"""utils.batch_scaling: the linear scaling rule and its warm-up (chapter 12)."""
 
 import keras
 import numpy as np

@@ -2,7 +2,7 @@
 through papermill, each in a fresh kernel, and every assertion still holds. Chapter 3 with
 another batch size (in the same kernel TensorFlow's collective keys collide: its warning
 says why), and other device counts (a kernel fixes its devices at its first TensorFlow call):
-chapter 4 on 4 devices, chapter 5 on 8, as on an 8-GPU server. (Chapters 2-11 were also run
+chapter 4 on 4 devices, chapter 5 on 8, as on an 8-GPU server. (Chapters 2-12 were also run
 once on 4 and on 8 devices, CONTRIBUTING.md; here three stand for them, in the full proof.)
 """
 

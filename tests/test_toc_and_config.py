@@ -74,7 +74,7 @@ def test_the_chapters_are_numbered_in_the_order_the_prose_numbers_them():
     assert numbered == chapters
 
 
-# "chapter 6", "chapters 6 and 9", "chapters 6, 9 and 11" (a range, "chapters 2 to 11",
+# "chapter 6", "chapters 6 and 9", "chapters 6, 9 and 12" (a range, "chapters 2 to 12",
 # stays text); code, links and headings are left alone
 NAMED_CHAPTERS = re.compile(r"\b[Cc]hapters? (\d+(?:(?:, | and | or )\d+)*)\b(?! to )")
 NOT_PROSE = re.compile(r"\{(?:doc|ref|term)\}`[^`]*`|`[^`\n]*`|\[[^\]]*\]\([^)]*\)")
@@ -143,7 +143,7 @@ NUMBERED_LINK = re.compile(r"\{doc\}`(?:[Cc]hapters?\s+)?(\d+)\s+<(?:\.\./)?(?:c
 
 
 def test_every_chapter_link_names_the_chapter_it_points_to():
-    """After a renumbering, "chapter 12" must still lead to chapter 12."""
+    """After a renumbering, "chapter 13" must still lead to chapter 13."""
     pages = [
         (path.name, source(cell)) for path in NOTEBOOKS for cell in load_notebook(path)["cells"]
     ]

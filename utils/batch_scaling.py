@@ -1,4 +1,4 @@
-"""What to change when the global batch grows (chapter 11): the learning-rate rule of
+"""What to change when the global batch grows (chapter 12): the learning-rate rule of
 Goyal et al. (2017), "Accurate, Large Minibatch SGD", with its gradual warm-up."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def linear_scaled_learning_rate(
 ) -> float:
     """The linear scaling rule: `global_batch` k times `base_batch` gets k times `base_lr`.
 
-    Introduced in chapter 11. `base_lr` is the learning rate tuned for `base_batch` (on one
+    Introduced in chapter 12. `base_lr` is the learning rate tuned for `base_batch` (on one
     device); `global_batch` is what a step now takes (per-replica batch x replicas).
     """
     check_positive("base_lr", base_lr)
@@ -25,7 +25,7 @@ def linear_scaled_learning_rate(
 class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
     """Rise linearly from `start` to `target` over `warmup_steps` steps, then stay at `target`.
 
-    Introduced in chapter 11: Goyal et al. start a large-batch run at the small-batch
+    Introduced in chapter 12: Goyal et al. start a large-batch run at the small-batch
     learning rate and reach the linearly scaled one after a few epochs.
     """
 

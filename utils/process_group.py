@@ -1,6 +1,6 @@
-"""Joining a PyTorch process group at a TCP port: the workers from chapter 11 on.
+"""Joining a PyTorch process group at a TCP port: the workers from chapter 12 on.
 
-Written in chapter 11 (11_splitting_the_batch.ipynb), in its cells marked `# @save`: edit
+Written in chapter 12 (12_splitting_the_batch.ipynb), in its cells marked `# @save`: edit
 them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
