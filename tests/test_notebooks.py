@@ -48,7 +48,9 @@ def test_skeleton_and_parameters(path):
 def test_the_test_harness_stays_out_of_the_lesson(path):
     """Harness markers are cell tags, never comments the page shows; a cell whose output is
     not compared says why in its metadata (`why_not_compared`), which the page does not show;
-    the lesson's text does not talk about the book's tests."""
+    only an exercise's hidden solution may skip the reader's check (`nbval-skip`, with
+    `why_skipped`: the full proof's second run executes it); the lesson's text does not talk
+    about the book's tests."""
     notebook = load_notebook(path)
     for cell in notebook["cells"]:
         assert not re.search(r"NBVAL_|\bnbval\b|papermill|pytest", source(cell)), source(cell)
@@ -56,6 +58,10 @@ def test_the_test_harness_stays_out_of_the_lesson(path):
         why = cell["metadata"].get("why_not_compared", "")
         assert ignored == bool(why), "tag nbval-ignore-output and give why_not_compared"
         assert not why or re.fullmatch(r"\S.{10,}\.", why), why
+        tags = cell["metadata"].get("tags", [])
+        if "nbval-skip" in tags:  # the reader's check skips it; the full proof runs it
+            assert "hide-cell" in tags and source(cell).startswith("# Solution to exercise")
+            assert re.fullmatch(r"\S.{10,}\.", cell["metadata"].get("why_skipped", ""))
         if cell["cell_type"] == "markdown":
             assert not re.search(r"\bCI\b|test suite|tests/", source(cell)), source(cell)
 
