@@ -6,27 +6,14 @@ dataset lacks importlib_resources: the test shows the failure, then the repair.
 """
 
 import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import run_fresh
 from utils import tfds_import
 from utils.tfds_import import import_tensorflow_datasets, repairs_needed
 
 COLAB_LIKE = bool(repairs_needed())
-
-
-def run_python(code: str) -> subprocess.CompletedProcess:
-    """`code` in a fresh interpreter of this environment, from the repository's root."""
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 @pytest.mark.skipif(COLAB_LIKE, reason="this environment needs the repair")
@@ -40,9 +27,9 @@ def test_nothing_is_installed_where_tensorflow_datasets_imports(monkeypatch):
 
 @pytest.mark.skipif(not COLAB_LIKE, reason="tensorflow-datasets imports here as installed")
 def test_colabs_versions_fail_and_the_repair_writes_and_reads_a_dataset(tmp_path):
-    failed = run_python("import tensorflow_metadata.proto")
+    failed = run_fresh("import tensorflow_metadata.proto")
     assert failed.returncode != 0 and "Protobuf Gencode/Runtime versions" in failed.stderr
-    repaired = run_python(f"""
+    repaired = run_fresh(f"""
         import numpy as np
         import tensorflow as tf
         from utils import import_tensorflow_datasets
