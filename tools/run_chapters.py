@@ -25,7 +25,7 @@ from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 # `hide-input`, `nbval-ignore-output`) and why a cell's output is not compared. The rest is
 # an editor's state or says which machine ran the chapter.
 NOTEBOOK_METADATA = ("accelerator", "colab", "kernelspec", "language_info")
-CELL_METADATA = ("tags", "why_not_compared", "difference_bound")
+CELL_METADATA = ("tags", "why_not_compared", "why_skipped", "difference_bound")
 
 
 def keep_what_the_book_needs(notebook: nbformat.NotebookNode) -> None:
