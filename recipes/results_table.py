@@ -1,10 +1,12 @@
 """Compare the runs the recipes appended to their --results files: one row per run, with the
-scaling efficiency against the 1-device run of the same recipe (chapters 7 and 12).
+scaling efficiency against the 1-device run of the same recipe (chapters 7 and 12), and for
+the PyTorch recipes tokens per second (the transformer), model FLOPs utilisation (MFU: the
+share of the device's peak the training's operations reach) and peak memory (chapter 18).
 
     python results_table.py results.jsonl [more.jsonl ...] [--plot scaling.png]
 
 Efficiency is examples/s per device with N devices over examples/s per device with 1, for
-runs of the same recipe, device type, precision and per-device batch: 100% is perfect
+runs of the same recipe, model, device type, precision and per-device batch: 100% is perfect
 scaling; the rest went to communication and waiting.
 """
 
@@ -25,8 +27,16 @@ FIELDS = {
     "step_time_s": ("mean_step_time_s",),
     "accuracy": ("test_accuracy",),
 }
+#: What a row shows when the run reports it (older results and the Keras recipes do not).
+OPTIONAL = {
+    "model": "model",
+    "tokens": "tokens_per_s_per_device",
+    "mfu": "mfu",
+    "memory": "peak_memory_bytes",
+}
 COLUMNS = [
     ("recipe", "recipe", "{}"),
+    ("model", "model", "{}"),
     ("devices", "devices", "{}"),
     ("device", "device_type", "{}"),
     ("precision", "precision", "{}"),
@@ -35,6 +45,9 @@ COLUMNS = [
     ("efficiency", "efficiency", "{:.0%}"),
     ("step time (ms)", "step_ms", "{:.1f}"),
     ("test accuracy", "accuracy", "{:.4f}"),
+    ("tokens/s per device", "tokens", "{:.0f}"),
+    ("MFU", "mfu", "{:.1%}"),
+    ("peak memory (GiB)", "memory_gib", "{:.2f}"),
 ]
 
 
@@ -66,6 +79,8 @@ def read_runs(paths: list[str]) -> list[dict]:
                     missing.append(" or ".join(names))
                 else:
                     run[field] = record[name]
+            run.update({field: record.get(name) for field, name in OPTIONAL.items()})
+            run["model"] = run["model"] or "cnn"
             if missing:
                 raise SystemExit(
                     f"{path}, line {number}: no {', '.join(missing)}; is it a recipe's "
@@ -79,10 +94,10 @@ def read_runs(paths: list[str]) -> list[dict]:
 
 
 def _group(run: dict) -> tuple:
-    """Runs that scale against each other: same recipe, device type, precision and
+    """Runs that scale against each other: same recipe, model, device type, precision and
     per-device batch."""
     per_device_batch = run["global_batch"] // max(run["devices"], 1)
-    return run["recipe"], run["device_type"], run["precision"], per_device_batch
+    return run["recipe"], run["model"], run["device_type"], run["precision"], per_device_batch
 
 
 def add_efficiency(runs: list[dict]) -> None:
@@ -93,6 +108,7 @@ def add_efficiency(runs: list[dict]) -> None:
         throughput = run["per_device"]
         run["efficiency"] = throughput / reference if reference and throughput else None
         run["step_ms"] = run["step_time_s"] * 1000 if run["step_time_s"] else None
+        run["memory_gib"] = run["memory"] / 2**30 if run["memory"] else None
 
 
 def format_table(runs: list[dict]) -> str:
@@ -121,13 +137,13 @@ def plot_scaling(runs: list[dict], path: str) -> None:
     for run in runs:
         if run["per_device"]:
             groups.setdefault(_group(run), {})[run["devices"]] = run["per_device"] * run["devices"]
-    for (recipe, device, precision, batch), points in groups.items():
+    for (recipe, model, device, precision, batch), points in groups.items():
         devices = sorted(points)
         (line,) = axes.plot(
             devices,
             [points[d] for d in devices],
             "o-",
-            label=f"{recipe}, {device}, {precision}, {batch} per device",
+            label=f"{recipe} ({model}), {device}, {precision}, {batch} per device",
         )
         if 1 in points:
             axes.plot(devices, [points[1] * d for d in devices], "--", color=line.get_color())

@@ -1,11 +1,14 @@
-"""Train a small CNN data parallel with PyTorch DistributedDataParallel (DDP): a recipe to
-copy, with `data.py` beside it, to a machine with GPUs. Start it with torchrun, which starts
+"""Train a small CNN (or, with --model transformer, a small transformer on text) data
+parallel with PyTorch DistributedDataParallel (DDP): a recipe to copy, with `data.py` and
+`transformer.py` beside it, to a machine with GPUs. Start it with torchrun, which starts
 one process per GPU (use the same commands with 0 GPUs to train on CPU cores):
 
     # 1 GPU
     torchrun --standalone --nproc_per_node=1 torch_ddp.py --epochs 5
     # 8 GPUs on one machine
     torchrun --standalone --nproc_per_node=8 torch_ddp.py --epochs 5
+    # the transformer, on 8 GPUs
+    torchrun --standalone --nproc_per_node=8 torch_ddp.py --model transformer --epochs 1
     # 2 machines with 8 GPUs each: this command on both, HOST being the first machine's
     # address; --out on a filesystem both machines see (checkpoints are read back by all)
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \
@@ -20,6 +23,8 @@ Where the book explains each part:
 - torchrun, several machines, restarts (--max-restarts): chapter 9
 - global batch = per-device batch x processes, the linear learning-rate rule with a
   warm-up, bfloat16 mixed precision: chapter 12
+- the transformer, its operations per step, the share of the device's peak they reach
+  (model FLOPs utilisation, MFU) and its peak memory: chapter 18
 
 Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM
 (or SIGUSR1) every process stops after the current step, the checkpoint is saved and the
@@ -27,13 +32,15 @@ processes exit with code 0; torchrun, when it is signalled too, then exits with 
 a SignalException (the job was stopped, not finished). Give the job at least 30 s to stop
 (Kubernetes' terminationGracePeriodSeconds, Slurm's KillWait). At the end
 rank 0 appends one JSON line to --results; `python results_table.py results.jsonl` compares
-runs. torch_fsdp.py trains the same way with the model sharded (chapter 14).
+runs (examples or tokens per second, MFU, peak memory). torch_fsdp.py trains the same way
+with the model sharded (chapter 14).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import os
 import signal
 import time
@@ -45,7 +52,9 @@ import torch.distributed as dist
 from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside it
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.flop_counter import FlopCounterMode
 
 #: Signals that ask a job to stop soon: Slurm and Kubernetes send SIGTERM some seconds
 #: before they kill a job (Slurm can send SIGUSR1 earlier: sbatch --signal=USR1@120).
@@ -93,6 +102,13 @@ def make_parser(recipe: str, description: str) -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add = parser.add_argument
+    add(
+        "--model",
+        choices=["cnn", "transformer"],
+        default="cnn",
+        help="cnn: the book's small CNN on images; transformer: a small decoder-only "
+        "transformer predicting the next character of the Python standard library's sources",
+    )
     add("--epochs", type=_at_least(1), default=5, help="passes over the training set")
     add(
         "--batch-per-device",
@@ -103,8 +119,8 @@ def make_parser(recipe: str, description: str) -> argparse.ArgumentParser:
     add(
         "--lr",
         type=_positive_float,
-        default=0.05,
-        help="learning rate tuned for --base-batch; scaled linearly to the global batch",
+        help="learning rate tuned for --base-batch (default: 0.05 for the CNN's SGD, 0.001 "
+        "for the transformer's AdamW); scaled linearly to the global batch",
     )
     add("--base-batch", type=_at_least(1), default=64, help="the global batch --lr was tuned for")
     add(
@@ -119,6 +135,22 @@ def make_parser(recipe: str, description: str) -> argparse.ArgumentParser:
         help="your own images, one subfolder per class (default: the bundled digits)",
     )
     add("--test-fraction", type=_fraction, default=0.1, help="held-out share of the examples")
+    add("--context", type=_at_least(1), default=128, help="transformer: tokens per sequence")
+    add("--width", type=_at_least(1), default=256, help="transformer: the model's width")
+    add("--layers", type=_at_least(1), default=4, help="transformer: blocks")
+    add("--heads", type=_at_least(1), default=4, help="transformer: attention heads")
+    add(
+        "--text-bytes",
+        type=_at_least(2),
+        default=4_000_000,
+        help="transformer: bytes of the standard library's sources to train and test on",
+    )
+    add(
+        "--peak-tflops",
+        type=_positive_float,
+        help="the device's peak, for MFU (default: the vendor's figure for known GPUs, a "
+        "measured matrix product on CPUs)",
+    )
     add("--out", default=f"runs/{recipe}", help="folder for checkpoints and final weights")
     add("--results", default="results.jsonl", help="JSON-lines file rank 0 appends to")
     add("--seed", type=int, default=0, help="initial weights and shuffling")
@@ -143,6 +175,18 @@ def make_parser(recipe: str, description: str) -> argparse.ArgumentParser:
     add("--max-steps", type=_at_least(1), help="stop after this many steps in all (tests)")
     add("--limit-examples", type=_at_least(2), help="use only the first N examples (tests)")
     return parser
+
+
+def check_model_flags(args: argparse.Namespace) -> argparse.Namespace:
+    """The learning rate's default for the model; --images only with the CNN; heads that
+    split the transformer's width evenly."""
+    if args.model == "transformer" and args.images:
+        raise SystemExit("--images: the transformer trains on text; use --model cnn for images.")
+    if args.model == "transformer" and args.width % args.heads:
+        raise SystemExit(f"--width {args.width} must be a multiple of --heads {args.heads}.")
+    if args.lr is None:
+        args.lr = 0.05 if args.model == "cnn" else 0.001
+    return args
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -217,15 +261,22 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 
 
 def datasets(args: argparse.Namespace, world_size: int) -> tuple[TensorDataset, TensorDataset]:
-    """Training and held-out test sets, as NCHW float32 images and int64 labels."""
-    images, labels = load(args.images)
-    if args.limit_examples:
-        images, labels = images[: args.limit_examples], labels[: args.limit_examples]
-    train, test = (
-        TensorDataset(
-            torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))), torch.from_numpy(y)
+    """Training and held-out test sets: NCHW float32 images and int64 labels, or (the
+    transformer) int64 token sequences and the same moved one token on."""
+    if args.model == "transformer":
+        from transformer import load_python_sources, sequences  # transformer.py, beside it
+
+        inputs, targets = (
+            t.numpy() for t in sequences(load_python_sources(args.text_bytes), args.context)
         )
-        for x, y in split_test(images, labels, args.test_fraction)
+    else:
+        images, targets = load(args.images)
+        inputs = np.ascontiguousarray(images.transpose(0, 3, 1, 2))
+    if args.limit_examples:
+        inputs, targets = inputs[: args.limit_examples], targets[: args.limit_examples]
+    train, test = (
+        TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+        for x, y in split_test(inputs, targets, args.test_fraction)
     )
     global_batch = args.batch_per_device * world_size
     if global_batch > len(train):
@@ -255,6 +306,84 @@ class SmallCNN(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.layers(images)
+
+
+def build_model(args: argparse.Namespace, classes: int) -> nn.Module:
+    """The CNN, or the transformer of --context, --width, --layers and --heads."""
+    if args.model == "transformer":
+        from transformer import CharTransformer
+
+        return CharTransformer(args.context, args.width, args.layers, args.heads)
+    return SmallCNN(classes)
+
+
+def build_optimizer(args: argparse.Namespace, model: nn.Module, lr: float):
+    """SGD with momentum for the CNN; AdamW, transformers' usual choice, for the transformer."""
+    if args.model == "transformer":
+        return torch.optim.AdamW(model.parameters(), lr=lr)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+
+
+def loss_of(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean"):
+    """Cross-entropy, for one label per example or one per token."""
+    return nn.functional.cross_entropy(
+        logits.float().flatten(0, -2), targets.flatten(), reduction=reduction
+    )
+
+
+def training_flops(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> int:
+    """The floating-point operations of one forward and backward pass on this batch, as
+    PyTorch's FlopCounterMode counts them (matrix products and convolutions), on a copy of
+    the model on the meta device (shapes only: nothing is computed). Attention is counted
+    as its plain matrix products (the fused kernels do the same work)."""
+    shapes_only = copy.deepcopy(model).to("meta")
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        loss_of(shapes_only(inputs.to("meta")), targets.to("meta")).backward()
+    return counter.get_total_flops()
+
+
+#: Peak dense operations per second from NVIDIA's datasheets (as PyTorch's torchtitan and
+#: MosaicML's Composer copy them; the datasheets print some only "with sparsity", twice
+#: these), by torch.cuda.get_device_name(): (bfloat16 on tensor cores, float32 without
+#: them; PyTorch multiplies float32 matrices in float32 unless allow_tf32 is set). A GPU
+#: not here (another name, an older driver's) needs --peak-tflops.
+GPU_PEAK_FLOPS: dict[str, tuple[float | None, float]] = {
+    "Tesla T4": (None, 8.1e12),  # no bfloat16
+    "Tesla V100-SXM2-16GB": (None, 15.7e12),
+    "Tesla V100-SXM2-32GB": (None, 15.7e12),
+    "NVIDIA A100-SXM4-40GB": (312e12, 19.5e12),
+    "NVIDIA A100-SXM4-80GB": (312e12, 19.5e12),
+    "NVIDIA A100-PCIE-40GB": (312e12, 19.5e12),
+    "NVIDIA A100 80GB PCIe": (312e12, 19.5e12),
+    "NVIDIA A10": (125e12, 31.2e12),
+    "NVIDIA L4": (121e12, 30.3e12),
+    "NVIDIA L40S": (362e12, 91.6e12),
+    "NVIDIA H100 80GB HBM3": (989e12, 67e12),  # SXM
+    "NVIDIA H100 PCIe": (756e12, 51e12),
+    "NVIDIA H200": (989e12, 67e12),  # SXM
+}
+
+
+def peak_flops(args, device: torch.device, precision: str, log) -> float | None:
+    """The device's peak operations per second for MFU: --peak-tflops; for a GPU the
+    vendor's figure (None for a GPU not in GPU_PEAK_FLOPS); for the CPU a float32 matrix
+    product measured now (each process at once: the share of the cores each one has)."""
+    if args.peak_tflops:
+        return args.peak_tflops * 1e12
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        if name in GPU_PEAK_FLOPS:
+            bf16, fp32 = GPU_PEAK_FLOPS[name]
+            return bf16 if precision == "bf16" else fp32
+        log(f"no peak known for {name}: give --peak-tflops for the MFU", flush=True)
+        return None
+    a = torch.randn(1024, 1024)
+    best = float("inf")
+    for _ in range(5):
+        tick = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - tick)
+    return 2 * 1024**3 / best
 
 
 class ResumableSampler(DistributedSampler):
@@ -388,8 +517,9 @@ def agreed_checkpoint(training) -> bool:
 
 @torch.no_grad()
 def evaluate(model, test: TensorDataset, batch: int, training, rank: int, world_size: int):
-    """Loss and accuracy on the test set: each rank takes every world_size-th example, and
-    the sums are all-reduced. Every rank runs the same number of batches (FSDP needs it)."""
+    """Loss and accuracy (of each label, or each token) on the test set: each rank takes
+    every world_size-th example, and the sums are all-reduced. Every rank runs the same
+    number of batches (FSDP needs it)."""
     images, labels = test.tensors
     n = len(labels)
     indices = torch.arange(rank, -(-n // world_size) * world_size, world_size)
@@ -402,8 +532,9 @@ def evaluate(model, test: TensorDataset, batch: int, training, rank: int, world_
         keep = keep.to(training.device)
         with training.autocast():
             logits = model(x).float()
-        losses = nn.functional.cross_entropy(logits, y, reduction="none")
-        right = (logits.argmax(1) == y) & keep
+        losses = loss_of(logits, y, reduction="none").view(y.shape)
+        keep = keep.view(-1, *[1] * (y.dim() - 1)).expand(y.shape)  # each token of an example
+        right = (logits.argmax(-1) == y) & keep
         totals += torch.stack([(losses * keep).sum(), right.sum(), keep.sum()]).double()
     model.train()
     dist.all_reduce(totals)  # sums over the ranks
@@ -417,14 +548,20 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
     global_batch = args.batch_per_device * world_size
     lr = args.lr * global_batch / args.base_batch  # the linear rule
     classes = int(torch.cat([train.tensors[1], test.tensors[1]]).max()) + 1
+    tokens_per_example = train.tensors[1][0].numel()  # 1 for an image's label
 
     steps_per_epoch = len(train) // world_size // args.batch_per_device
     max_steps = args.max_steps or args.epochs * steps_per_epoch
     warmup_steps = warmup_length(args.warmup_steps, max_steps, log)
 
     seed_everything(args.seed, args.deterministic)
-    model = training.wrap(SmallCNN(classes).to(device))
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    bare = build_model(args, classes).to(device)
+    parameters = sum(w.numel() for w in bare.parameters())
+    batch = train[: args.batch_per_device]
+    flops_per_step = training_flops(bare, *batch)
+    peak = peak_flops(args, device, training.precision, log)
+    model = training.wrap(bare)
+    optimizer = build_optimizer(args, model, lr)
     scheduler = warmup(optimizer, warmup_steps)
     sampler = ResumableSampler(
         train, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed, drop_last=True
@@ -467,6 +604,13 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         f"{warmup_steps} steps; {len(train)} training, {len(test)} test examples",
         flush=True,
     )
+    log(
+        f"{args.model}: {parameters:,} parameters, {flops_per_step / 1e9:.3g} GFLOP per step "
+        "and process (forward and backward)",
+        flush=True,
+    )
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     step_times, epoch_losses, steps_this_run, stopped = [], [], 0, False
     test_loss = test_accuracy = float("nan")
     while epoch < args.epochs and done < max_steps and not stopped:
@@ -477,7 +621,7 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
             images = images.to(device, non_blocking=True)
             labels = labels.to(device, non_blocking=True)
             with training.autocast():
-                loss = nn.functional.cross_entropy(model(images).float(), labels)
+                loss = loss_of(model(images), labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -536,6 +680,7 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         )
         return
     mean_step = sum(step_times) / len(step_times) if step_times else None
+    achieved = mean_step and flops_per_step / mean_step  # operations per second and device
     results = {
         "recipe": training.recipe,
         "world_size": world_size,
@@ -546,7 +691,20 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         "batch_per_device": args.batch_per_device,
         "global_batch": global_batch,
         "learning_rate": lr,
+        "model": args.model,
+        "parameters": parameters,
         "examples_per_s_per_device": mean_step and args.batch_per_device / mean_step,
+        "tokens_per_s_per_device": (
+            mean_step and args.batch_per_device * tokens_per_example / mean_step
+            if args.model == "transformer"
+            else None
+        ),
+        "flops_per_step_per_device": flops_per_step,
+        "peak_flops_per_device": peak,
+        "mfu": achieved / peak if achieved and peak else None,
+        "peak_memory_bytes": (
+            torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        ),
         "mean_step_time_s": mean_step,
         "final_train_loss": epoch_losses[-1] if epoch_losses else None,
         "loss_per_epoch": epoch_losses,
@@ -565,6 +723,7 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
 def run(args: argparse.Namespace, training_class: type[DDPTraining], script: str) -> None:
     """Check the launch, join the process group, train, and always leave the group."""
     stop = StopFlag()  # first: a signal during start-up is remembered too
+    args = check_model_flags(args)
     rank, world_size, local_rank, local_world_size = launch_environment(script)
     device = choose_device(local_rank, local_world_size)
     precision = choose_precision(args.precision, device)

@@ -1,7 +1,8 @@
-"""Train a small CNN with its weights, gradients and optimizer state sharded over the
-processes by PyTorch FSDP2 (`fully_shard`), with sharded checkpoints written by Distributed
-Checkpoint. A recipe to copy, with `torch_ddp.py` (it trains the same way and this file
-changes only what FSDP does differently) and `data.py`, to a machine with GPUs:
+"""Train a small CNN (or, with --model transformer, the small transformer) with its weights,
+gradients and optimizer state sharded over the processes by PyTorch FSDP2 (`fully_shard`),
+with sharded checkpoints written by Distributed Checkpoint. A recipe to copy, with
+`torch_ddp.py` (it trains the same way and this file changes only what FSDP does
+differently), `data.py` and `transformer.py`, to a machine with GPUs:
 
     # 1 GPU
     torchrun --standalone --nproc_per_node=1 torch_fsdp.py --epochs 5
@@ -52,16 +53,24 @@ class FSDPTraining(DDPTraining):
     recipe = "torch_fsdp"
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Each layer with weights becomes one unit of sharding (its weights gathered just
-        before it runs and freed after), then the whole model; in bf16, the gathered
+        """Each layer with weights (the transformer: each block) becomes one unit of
+        sharding (its weights gathered just before it runs and freed after), then the
+        whole model (the rest); in bf16, the gathered
         weights are bfloat16 and gradients are averaged in float32."""
         mesh = init_device_mesh(self.device.type, (dist.get_world_size(),))
         policy = MixedPrecisionPolicy()
         if self.precision == "bf16":
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        for layer in model.modules():
-            if layer is not model and any(True for _ in layer.parameters(recurse=False)):
-                fully_shard(layer, mesh=mesh, mp_policy=policy)
+        if hasattr(model, "blocks"):  # the transformer: one unit per block, as is usual
+            units = list(model.blocks)
+        else:
+            units = [
+                layer
+                for layer in model.modules()
+                if layer is not model and any(True for _ in layer.parameters(recurse=False))
+            ]
+        for unit in units:
+            fully_shard(unit, mesh=mesh, mp_policy=policy)
         return fully_shard(model, mesh=mesh, mp_policy=policy)
 
     def autocast(self):

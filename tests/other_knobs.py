@@ -51,7 +51,16 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "GLOBAL_BATCH": 32,
         "MESSAGE_BYTES": [4096, 2**20, 2**22],
     },
-    "18_troubleshooting": {"GLOBAL_BATCH": 128},
+    "18_transformer_compute_and_memory": {
+        "CONTEXT": 96,
+        "WIDTH": 96,
+        "LAYERS": 3,
+        "HEADS": 3,
+        "BATCH": 8,
+        "STEPS": 200,
+        "LENGTHS": [48, 96, 192],
+    },
+    "19_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

@@ -18,6 +18,8 @@ from utils.plotting import (
     draw_tf_config,
     draw_torchrun_launch,
     draw_zero_holdings,
+    plot_against_length,
+    plot_compute_and_communication,
     plot_curves,
     plot_step_timeline,
 )
@@ -305,3 +307,20 @@ def test_device_mesh_names_the_kernel_whose_layout_does_not_fit():
         draw_device_mesh(two, {"hidden": kernel([64, 256], ["batch", None], [64, 128], 2)})
     with pytest.raises(ValueError, match="each shard of bias must be"):  # 10 over 4 devices
         draw_device_mesh(two * 2, {"bias": kernel([10], ["batch"], [2], 4)})
+
+
+def test_against_length_draws_one_line_per_series_on_log_axes():
+    figure = plot_against_length([64, 128], {"a": [1, 2], "b": [3, 12]}, "bytes")
+    (axis,) = figure.axes
+    assert [line.get_label() for line in axis.get_lines()] == ["a", "b"]
+    assert axis.get_xscale() == axis.get_yscale() == "log"
+    assert [t.get_text() for t in axis.get_xticklabels()] == ["64", "128"]
+
+
+def test_compute_and_communication_has_a_panel_per_case_with_two_lines():
+    case = {"batches": [1, 2, 4], "backward_s": [1, 2, 4], "all_reduce_s": 3, "unit": "tokens"}
+    figure = plot_compute_and_communication({"x": case, "y": case})
+    assert [axis.get_title() for axis in figure.axes] == ["x", "y"]
+    flat = figure.axes[0].get_lines()[1].get_ydata()
+    assert list(flat) == [3, 3, 3] and figure.axes[0].get_xlabel() == "batch per device (tokens)"
+    assert list(figure.axes[0].get_lines()[2].get_xdata()) == [3, 3]  # where they cross

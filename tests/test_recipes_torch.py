@@ -12,6 +12,7 @@ import sys
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -182,6 +183,13 @@ def test_help_lists_the_flags(recipe):
         "--precision",
         "--limit-examples",
         "--deterministic",
+        "--model",
+        "--context",
+        "--width",
+        "--layers",
+        "--heads",
+        "--text-bytes",
+        "--peak-tflops",
     ]:
         assert flag in result.stdout
 
@@ -197,8 +205,30 @@ def test_help_lists_the_flags(recipe):
             "the global batch, 32 (--batch-per-device 16 x 2 processes), is larger than the "
             "18 training examples",
         ),
+        (
+            ["--model", "transformer", "--images", "photos"],
+            {},
+            "--images: the transformer trains on text; use --model cnn for images.",
+        ),
+        (
+            ["--model", "transformer", "--text-bytes", "100", "--context", "64"],
+            {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"},
+            "a context of 64 tokens needs at least 130 bytes of text; there are 100",
+        ),
+        (
+            ["--model", "transformer", "--width", "100", "--heads", "3"],
+            {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"},
+            "--width 100 must be a multiple of --heads 3.",
+        ),
     ],
-    ids=["without torchrun", "batch 0", "global batch too large"],
+    ids=[
+        "without torchrun",
+        "batch 0",
+        "global batch too large",
+        "images for the transformer",
+        "text too short",
+        "width and heads",
+    ],
 )
 def test_a_wrong_launch_gets_one_clear_line(args, env, message):
     result = run_python("torch_ddp.py", *args, env=env)
@@ -289,9 +319,18 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
     _results_table().main([str(made), str(ddp_run[0]) + ".jsonl", "--plot", str(plot)])
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 2 + 4 + 1  # header, rule, runs, "plot saved"
-    assert rows[3].split()[:7] == ["torch_ddp", "8", "cuda", "bf16", "512", "5760.0", "90%"]
-    assert rows[4].split()[6] == "-"  # no 1-device run to compare with
-    assert rows[5].split()[:5] == ["torch_ddp", "2", "cpu", "fp32", "16"]
+    assert rows[3].split()[:8] == [
+        "torch_ddp",
+        "cnn",  # results without a model are the CNN's
+        "8",
+        "cuda",
+        "bf16",
+        "512",
+        "5760.0",
+        "90%",
+    ]
+    assert rows[4].split()[7] == "-"  # no 1-device run to compare with
+    assert rows[5].split()[:6] == ["torch_ddp", "cnn", "2", "cpu", "fp32", "16"]
     assert plot.stat().st_size > 0
 
 
@@ -321,7 +360,7 @@ def test_the_pages_gpu_table_is_what_the_measured_file_gives(capsys):
     rows = ["| " + " | ".join(row[c] for c in columns) + " |" for row in printed]
     rows.insert(1, "|" + "---|" * len(columns))  # the header's rule
     assert "\n".join(rows) in page
-    assert {(row[1], row[2], row[6]) for row in printed[1:]} == {("1", "cuda", "100%")}
+    assert {(row[2], row[3], row[7]) for row in printed[1:]} == {("1", "cuda", "100%")}
 
 
 @pytest.mark.parametrize(
@@ -338,3 +377,69 @@ def test_results_table_explains_a_bad_file(text, message, tmp_path):
     path.write_text(text)
     with pytest.raises(SystemExit, match=re.escape(message)):
         _results_table().main([str(path)])
+
+
+def test_the_transformer_trains_on_the_standard_librarys_sources():
+    """Its text is on every machine; each target is the input moved one token on."""
+    transformer = _recipe("transformer")
+    tokens = transformer.load_python_sources(10_000)
+    assert tokens.dtype == np.uint8 and len(tokens) == 10_000
+    assert b"import" in tokens.tobytes()
+    inputs, targets = transformer.sequences(tokens, 64)
+    assert inputs.shape == targets.shape == (10_000 // 65, 64)
+    assert torch.equal(inputs[:, 1:], targets[:, :-1])
+    assert torch.equal(inputs[1, 0], torch.tensor(int(tokens[65])))
+
+
+def test_the_operations_counted_per_step_are_the_transformers_formula():
+    """training_flops counts, on the meta device, what chapter 18 derives: 6 per weight of
+    a matrix product and token, plus attention's 12 x layers x context x width per token
+    (as plain matrix products: the fused kernel's own count on a CPU is missing)."""
+    recipe, transformer = _recipe("torch_ddp"), _recipe("transformer")
+    context, width, layers, batch = 32, 64, 3, 5
+    model = transformer.CharTransformer(context, width, layers, heads=4)
+    inputs = torch.randint(0, 256, (batch, context))
+    matrix_weights = layers * 12 * width**2 + width * 256
+    per_token = 6 * matrix_weights + 12 * layers * context * width
+    assert recipe.training_flops(model, inputs, inputs) == per_token * batch * context
+    assert all(w.grad is None and w.device.type == "cpu" for w in model.parameters())
+
+
+def test_the_peak_for_mfu(monkeypatch):
+    """--peak-tflops first; a known GPU's vendor figure by precision; the CPU measured."""
+    recipe = _recipe("torch_ddp")
+    args = SimpleNamespace(peak_tflops=None)
+    cuda, said = torch.device("cuda", 0), []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    h100 = recipe.GPU_PEAK_FLOPS["NVIDIA H100 80GB HBM3"]
+    assert recipe.peak_flops(args, cuda, "bf16", said.append) == h100[0]
+    assert recipe.peak_flops(args, cuda, "fp32", said.append) == h100[1]
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Some Future GPU")
+    assert recipe.peak_flops(args, cuda, "bf16", lambda text, flush: said.append(text)) is None
+    assert said == ["no peak known for Some Future GPU: give --peak-tflops for the MFU"]
+    assert recipe.peak_flops(SimpleNamespace(peak_tflops=2.5), cuda, "bf16", print) == 2.5e12
+    assert recipe.peak_flops(args, torch.device("cpu"), "fp32", print) > 1e8
+
+
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
+@pytest.mark.parametrize("recipe", ["torch_ddp", "torch_fsdp"])
+def test_the_transformer_trains_and_reports_tokens_and_mfu(recipe, tmp_path):
+    out = tmp_path / recipe
+    flags = (
+        "--model transformer --context 32 --width 64 --layers 2 --heads 2 --text-bytes 40000 "
+        "--epochs 1 --batch-per-device 8 --num-workers 0 --log-every 10"
+    ).split()
+    output = run_recipe(torchrun(recipe, out, *flags))
+    losses = [float(loss) for _, _, loss in LOGGED_LOSS.findall(output)]
+    assert losses[-1] < losses[0] - 1, losses
+    (record,) = results(out)
+    # 40000 bytes: 1212 sequences of 33 tokens, 1091 to train on, 68 steps of 2 x 8
+    assert record["model"] == "transformer" and record["steps"] == 68
+    steps_per_s = record["examples_per_s_per_device"] / 8
+    assert record["tokens_per_s_per_device"] == pytest.approx(steps_per_s * 8 * 32)
+    per_token = 6 * (2 * 12 * 64**2 + 64 * 256) + 12 * 2 * 32 * 64
+    assert record["flops_per_step_per_device"] == 8 * 32 * per_token
+    assert record["mfu"] == pytest.approx(
+        record["flops_per_step_per_device"] * steps_per_s / record["peak_flops_per_device"]
+    )
+    assert 0 < record["mfu"] < 1 and record["peak_memory_bytes"] is None  # on a CPU

@@ -35,6 +35,8 @@ _HOMES = {
     "draw_zero_holdings": "utils.plotting",
     "draw_device_mesh": "utils.plotting",
     "plot_step_timeline": "utils.plotting",
+    "plot_against_length": "utils.plotting",
+    "plot_compute_and_communication": "utils.plotting",
     "plot_curves": "utils.plotting",
     "median_time": "utils.timing",
     "printbar": "utils.timing",

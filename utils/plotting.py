@@ -1,4 +1,4 @@
-"""Figures (chapters 2-6, 8-10, 13-17 and the appendix): training curves, and pictures
+"""Figures (chapters 2-6, 8-10, 13-19 and the appendix): training curves, and pictures
 drawn from the values a chapter computes."""
 
 from __future__ import annotations
@@ -1069,5 +1069,52 @@ def draw_tf_config(configs: Sequence[Mapping]):
     axis.set_title(
         'Every worker gets the same "cluster" and its own "task"', fontsize=10
     )
+    figure.tight_layout()
+    return figure
+
+
+def plot_against_length(
+    lengths: Sequence[int], series: Mapping[str, Sequence[float]], ylabel
+):
+    """One line per entry of `series` (its label: its values at `lengths`), on
+    logarithmic axes, with the sequence length across (chapter 18)."""
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    for (label, values), style in zip(
+        series.items(), cycle(["-o", "--s", ":^", "-.v"])
+    ):
+        axis.plot(lengths, values, style, label=label)
+    axis.set(
+        xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel=ylabel
+    )
+    axis.set_xticks(list(lengths), [str(length) for length in lengths])
+    axis.minorticks_off()
+    axis.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def plot_compute_and_communication(cases: Mapping[str, Mapping[str, object]]):
+    """One panel per case (chapter 18): the backward pass's time against the batch per
+    device, and the all-reduce's time, which the batch does not change; where the lines
+    cross (dotted), the all-reduce stops fitting behind the backward pass. Each case holds
+    `batches`, `backward_s` (one per batch), `all_reduce_s` and `unit` (what a batch
+    counts)."""
+    figure, axes = plt.subplots(
+        1, len(cases), figsize=(4.2 * len(cases), 3.4), squeeze=False
+    )
+    for axis, (title, case) in zip(axes[0], cases.items()):
+        batches = list(case["batches"])
+        axis.plot(batches, case["backward_s"], "-o", label="backward pass")
+        axis.plot(
+            batches, [case["all_reduce_s"]] * len(batches), "--", label="all-reduce"
+        )
+        crossing = case["all_reduce_s"] / (case["backward_s"][-1] / batches[-1])
+        axis.axvline(
+            crossing, linestyle=":", color="grey", label=f"equal at {crossing:.3g}"
+        )
+        axis.set(xscale="log", yscale="log", title=title, ylabel="seconds per step")
+        axis.minorticks_off()
+        axis.set_xlabel(f"batch per device ({case['unit']})")
+        axis.legend(fontsize="small")
     figure.tight_layout()
     return figure

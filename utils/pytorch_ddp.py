@@ -167,7 +167,7 @@ def run_ranks(
     """Run `fn(rank, *args)` in `world_size` new Python processes and return each rank's
     output, waiting at most `timeout_s` seconds.
 
-    Introduced in chapter 13 (chapter 18 shows the hang it guards against). Unlike a
+    Introduced in chapter 13 (chapter 19 shows the hang it guards against). Unlike a
     bare `mp.spawn(..., join=True)`, a hung group cannot hang the caller: the ranks are
     started by `utils.launch.run_processes`, which at the deadline kills every rank
     still running and raises a TimeoutError naming them, and when a rank fails stops the
