@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import os
 import signal
 import time
@@ -331,12 +330,14 @@ def loss_of(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean"
     )
 
 
-def training_flops(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> int:
+def training_flops(args, classes: int, inputs: torch.Tensor, targets: torch.Tensor) -> int:
     """The floating-point operations of one forward and backward pass on this batch, as
-    PyTorch's FlopCounterMode counts them (matrix products and convolutions), on a copy of
-    the model on the meta device (shapes only: nothing is computed). Attention is counted
-    as its plain matrix products (the fused kernels do the same work)."""
-    shapes_only = copy.deepcopy(model).to("meta")
+    PyTorch's FlopCounterMode counts them (matrix products and convolutions), on a model
+    built on the meta device (shapes only: nothing is allocated or computed). Attention is
+    counted as its plain matrix products, the masked half included, as PaLM's formula does
+    (chapter 18); causal fused kernels skip most of that half."""
+    with torch.device("meta"):
+        shapes_only = build_model(args, classes)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         loss_of(shapes_only(inputs.to("meta")), targets.to("meta")).backward()
     return counter.get_total_flops()
@@ -345,14 +346,17 @@ def training_flops(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
 #: Peak dense operations per second from NVIDIA's datasheets (as PyTorch's torchtitan and
 #: MosaicML's Composer copy them; the datasheets print some only "with sparsity", twice
 #: these), by torch.cuda.get_device_name(): (bfloat16 on tensor cores, float32 without
-#: them; PyTorch multiplies float32 matrices in float32 unless allow_tf32 is set). A GPU
-#: not here (another name, an older driver's) needs --peak-tflops.
+#: them; PyTorch multiplies float32 matrices in float32 unless allow_tf32 is set, but runs
+#: cuDNN's convolutions in TF32 on GPUs that have it, so the CNN's float32 MFU reads high).
+#: "NVIDIA H200" may also name the H200 NVL, whose peak is lower. A GPU not here (another
+#: name, an older driver's) needs --peak-tflops.
 GPU_PEAK_FLOPS: dict[str, tuple[float | None, float]] = {
     "Tesla T4": (None, 8.1e12),  # no bfloat16
     "Tesla V100-SXM2-16GB": (None, 15.7e12),
     "Tesla V100-SXM2-32GB": (None, 15.7e12),
     "NVIDIA A100-SXM4-40GB": (312e12, 19.5e12),
     "NVIDIA A100-SXM4-80GB": (312e12, 19.5e12),
+    "NVIDIA A100-SXM-80GB": (312e12, 19.5e12),
     "NVIDIA A100-PCIE-40GB": (312e12, 19.5e12),
     "NVIDIA A100 80GB PCIe": (312e12, 19.5e12),
     "NVIDIA A10": (125e12, 31.2e12),
@@ -558,7 +562,7 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
     bare = build_model(args, classes).to(device)
     parameters = sum(w.numel() for w in bare.parameters())
     batch = train[: args.batch_per_device]
-    flops_per_step = training_flops(bare, *batch)
+    flops_per_step = training_flops(args, classes, *batch)
     peak = peak_flops(args, device, training.precision, log)
     model = training.wrap(bare)
     optimizer = build_optimizer(args, model, lr)
