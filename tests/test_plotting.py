@@ -324,3 +324,13 @@ def test_compute_and_communication_has_a_panel_per_case_with_two_lines():
     flat = figure.axes[0].get_lines()[1].get_ydata()
     assert list(flat) == [3, 3, 3] and figure.axes[0].get_xlabel() == "batch per device (tokens)"
     assert list(figure.axes[0].get_lines()[2].get_xdata()) == [3, 3]  # where they cross
+
+
+def test_long_sequences_wrap_into_rows_that_keep_the_labels_readable():
+    calls = [("all-gather", 7)] * 8
+    texts = [t for t in draw_collective_sequence(calls, {}).axes[0].texts if t.get_text()]
+    assert [t.get_position() for t in texts[5:7]] == [(5, 0), (0, -1.4)]
+    events = [f"gradient {i} ready" for i in range(8)]
+    figure = draw_bucket_order(events, [list(range(8))], [1] * 8)
+    boxes = [t for t in figure.axes[0].texts if t.get_bbox_patch() is not None]
+    assert boxes[6].get_position() == (0, 0.3 - 3.0)

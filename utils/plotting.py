@@ -817,6 +817,10 @@ def draw_device_mesh(
     return figure
 
 
+#: Boxes in one row of a sequence figure: more would shrink the labels at the page's width.
+_BOXES_PER_ROW = 6
+
+
 def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str]):
     """A step's collectives in the order they ran, one box each, with its kind, the layer
     it belongs to and its elements; returns the figure.
@@ -827,22 +831,27 @@ def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str
     if not calls:
         raise ValueError("draw_collective_sequence: the step called no collective.")
     colours = {"all-gather": _BLUE, "reduce-scatter": _ORANGE, "all-reduce": _GREEN}
-    figure, axis = plt.subplots(figsize=(1.35 * len(calls) + 0.6, 1.9))
-    axis.set(xlim=(-0.6, len(calls) - 0.4), ylim=(-0.9, 0.9))
+    columns = min(len(calls), _BOXES_PER_ROW)
+    rows = -(-len(calls) // _BOXES_PER_ROW)
+    figure, axis = plt.subplots(figsize=(1.35 * columns + 0.6, 1.3 * rows + 0.6))
+    axis.set(xlim=(-0.6, columns - 0.4), ylim=(-1.4 * rows + 0.5, 0.9))
     axis.axis("off")
     for position, (kind, elements) in enumerate(calls):
+        column, row = position % _BOXES_PER_ROW, position // _BOXES_PER_ROW
         label = f"{kind}\n{layers.get(elements, '')}\n{elements:,}".replace(
             "\n\n", "\n"
         )
-        _box(axis, position, 0, label, colours.get(kind, _GREY), fontsize=8)
-        if position:
+        _box(axis, column, -1.4 * row, label, colours.get(kind, _GREY), fontsize=9)
+        if column:
             axis.annotate(
                 "",
-                xy=(position - 0.42, 0),
-                xytext=(position - 0.58, 0),
+                xy=(column - 0.42, -1.4 * row),
+                xytext=(column - 0.58, -1.4 * row),
                 arrowprops=_ARROW,
             )
-    axis.set_title("One step's collectives, in the order they ran", fontsize=10)
+    axis.set_title(
+        "One step's collectives, in the order they ran (row by row)", fontsize=11
+    )
     figure.tight_layout()
     return figure
 
@@ -864,43 +873,36 @@ def draw_bucket_order(events: Sequence[str], buckets: Sequence[Sequence[int]], s
         raise ValueError(
             "draw_bucket_order: no 'gradient i ready' or bucket event to draw."
         )
-    figure, axis = plt.subplots(figsize=(1.25 * len(shown) + 0.8, 2.4))
-    axis.set(xlim=(-0.7, len(shown) - 0.3), ylim=(-1.6, 1.0))
+    columns = min(len(shown), _BOXES_PER_ROW)
+    rows = -(-len(shown) // _BOXES_PER_ROW)
+    figure, axis = plt.subplots(figsize=(1.25 * columns + 0.8, 2.3 * rows + 0.2))
+    axis.set(xlim=(-0.7, columns - 0.3), ylim=(-1.6 - 3.0 * (rows - 1), 1.0))
     axis.axis("off")
     for position, event in enumerate(shown):
+        column, row = position % _BOXES_PER_ROW, position // _BOXES_PER_ROW
         words = event.split()
         if event.endswith(" ready"):
             index = int(words[1])
             colours = palette[bucket_of[index] % len(palette)]
-            _box(
-                axis,
-                position,
-                0.3,
-                f"gradient {index}\n{sizes[index]:,}",
-                colours,
-                fontsize=8,
-            )
+            text, y = f"gradient {index}\n{sizes[index]:,}", 0.3
         else:
             bucket = int(words[2])
             colours = palette[bucket % len(palette)]
-            _box(
-                axis,
-                position,
-                -1.0,
-                f"bucket {bucket}\nall-reduce",
-                colours,
-                fontsize=8,
-            )
-    axis.text(-0.65, 0.85, "backward: gradients ready", fontsize=8, color="#555555")
-    axis.text(-0.65, -0.45, "all-reduces started", fontsize=8, color="#555555")
-    axis.annotate(
-        "order of events",
-        xy=(len(shown) - 0.5, -1.5),
-        xytext=(-0.5, -1.5),
-        arrowprops=_ARROW,
-        fontsize=8,
-        va="center",
-    )
+            text, y = f"bucket {bucket}\nall-reduce", -1.0
+        _box(axis, column, y - 3.0 * row, text, colours, fontsize=9)
+    for row in range(rows):
+        top = -3.0 * row
+        grey = {"fontsize": 9, "color": "#555555"}
+        axis.text(-0.65, top + 0.85, "backward: gradients ready", **grey)
+        axis.text(-0.65, top - 0.45, "all-reduces started", **grey)
+        axis.annotate(
+            "order of events",
+            xy=(columns - 0.5, top - 1.5),
+            xytext=(-0.5, top - 1.5),
+            arrowprops=_ARROW,
+            fontsize=9,
+            va="center",
+        )
     figure.tight_layout()
     return figure
 
