@@ -833,8 +833,8 @@ def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str
     colours = {"all-gather": _BLUE, "reduce-scatter": _ORANGE, "all-reduce": _GREEN}
     columns = min(len(calls), _BOXES_PER_ROW)
     rows = -(-len(calls) // _BOXES_PER_ROW)
-    figure, axis = plt.subplots(figsize=(1.35 * columns + 0.6, 1.3 * rows + 0.6))
-    axis.set(xlim=(-0.6, columns - 0.4), ylim=(-1.4 * rows + 0.5, 0.9))
+    figure, axis = plt.subplots(figsize=(1.35 * columns + 0.6, 1.4 * rows + 0.5))
+    axis.set(xlim=(-0.6, columns - 0.4), ylim=(-1.4 * (rows - 1) - 0.9, 0.9))
     axis.axis("off")
     for position, (kind, elements) in enumerate(calls):
         column, row = position % _BOXES_PER_ROW, position // _BOXES_PER_ROW
