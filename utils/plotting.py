@@ -1096,15 +1096,15 @@ def plot_against_length(
 
 
 def plot_compute_and_communication(cases: Mapping[str, Mapping[str, object]]):
-    """One panel per case (chapter 18): the backward pass's time against the batch per
+    """One panel per case, one above another (chapter 18): the backward pass's time against the batch per
     device, and the all-reduce's time, which the batch does not change; where the lines
     cross (dotted), the all-reduce stops fitting behind the backward pass. Each case holds
     `batches`, `backward_s` (one per batch), `all_reduce_s` and `unit` (what a batch
     counts)."""
     figure, axes = plt.subplots(
-        1, len(cases), figsize=(4.2 * len(cases), 3.4), squeeze=False
+        len(cases), 1, figsize=(6.5, 2.8 * len(cases)), squeeze=False
     )
-    for axis, (title, case) in zip(axes[0], cases.items()):
+    for axis, (title, case) in zip(axes[:, 0], cases.items()):
         batches = list(case["batches"])
         axis.plot(batches, case["backward_s"], "-o", label="backward pass")
         axis.plot(
