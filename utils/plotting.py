@@ -1096,9 +1096,10 @@ def plot_against_length(
 
 
 def plot_compute_and_communication(cases: Mapping[str, Mapping[str, object]]):
-    """One panel per case, one above another (chapter 18): the backward pass's time against the batch per
-    device, and the all-reduce's time, which the batch does not change; where the lines
-    cross (dotted), the all-reduce stops fitting behind the backward pass. Each case holds
+    """One panel per case, one above another (chapter 18): the backward pass's time
+    against the batch per device, and the all-reduce's time, which the batch does not
+    change; where the lines cross (dotted), the all-reduce stops fitting behind the
+    backward pass. Each case holds
     `batches`, `backward_s` (one per batch), `all_reduce_s` and `unit` (what a batch
     counts)."""
     figure, axes = plt.subplots(
