@@ -17,14 +17,14 @@ one process per GPU (use the same commands with 0 GPUs to train on CPU cores):
 Where the book explains each part:
 - one process per GPU, DistributedSampler, gradients averaged by DDP: chapter 6; the
   DataLoader's worker processes, pinned memory and a random generator per rank: chapter 11;
-  DDP's gradient buckets (--bucket-cap-mb): chapter 16
+  DDP's gradient buckets (--bucket-cap-mb): chapter 17
 - checkpoints each epoch written atomically, automatic resume, a clean stop on SIGTERM
   (what Slurm and Kubernetes send before they stop a job): chapter 8
 - torchrun, several machines, restarts (--max-restarts): chapter 9
 - global batch = per-device batch x processes, the linear learning-rate rule with a
-  warm-up, bfloat16 mixed precision: chapter 12
+  warm-up: chapter 12; bfloat16 mixed precision: chapter 13
 - the transformer, its operations per step, the share of the device's peak they reach
-  (model FLOPs utilisation, MFU) and its peak memory: chapter 18
+  (model FLOPs utilisation, MFU) and its peak memory: chapter 19
 
 Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM
 (or SIGUSR1) every process stops after the current step, the checkpoint is saved and the
@@ -33,7 +33,7 @@ a SignalException (the job was stopped, not finished). Give the job at least 30 
 (Kubernetes' terminationGracePeriodSeconds, Slurm's KillWait). At the end
 rank 0 appends one JSON line to --results; `python results_table.py results.jsonl` compares
 runs (examples or tokens per second, MFU, peak memory). torch_fsdp.py trains the same way
-with the model sharded (chapter 14).
+with the model sharded (chapter 15).
 """
 
 from __future__ import annotations
@@ -335,7 +335,7 @@ def training_flops(args, classes: int, inputs: torch.Tensor, targets: torch.Tens
     PyTorch's FlopCounterMode counts them (matrix products and convolutions), on a model
     built on the meta device (shapes only: nothing is allocated or computed). Attention is
     counted as its plain matrix products, the masked half included, as PaLM's formula does
-    (chapter 18); causal fused kernels skip most of that half."""
+    (chapter 19); causal fused kernels skip most of that half."""
     with torch.device("meta"):
         shapes_only = build_model(args, classes)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:

@@ -15,7 +15,7 @@ differently), `data.py` and `transformer.py`, to a machine with GPUs:
 
 Where the book explains each part:
 - fully_shard on each layer and on the whole model, bfloat16 weights in the forward and
-  backward passes (MixedPrecisionPolicy), Distributed Checkpoint: chapter 14
+  backward passes (MixedPrecisionPolicy), Distributed Checkpoint: chapter 15
 - everything else (torchrun and machines, checkpoints and SIGTERM, the learning-rate rule
   and warm-up): as in torch_ddp.py, chapters 6, 8, 9 and 12
 

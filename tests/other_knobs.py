@@ -31,27 +31,27 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
     "12_splitting_the_batch": {  # BN_ knobs: a restart
         "MULTIPLES": (1, 8),
         "EPOCHS": 1,
-        "PRECISION_EXAMPLES": 640,
     },
-    "13_sharded_data_parallelism": {
+    "13_precision_and_accumulation": {"PRECISION_EXAMPLES": 640},
+    "14_sharded_data_parallelism": {
         "EXAMPLES": 256,
         "GLOBAL_BATCH": 96,
         "STEPS": 2,
         "PROCESSES": 3,
     },
-    "14_fsdp2_and_sharded_checkpoints": {
+    "15_fsdp2_and_sharded_checkpoints": {
         "EXAMPLES": 192,
         "GLOBAL_BATCH": 96,
         "STEPS": 2,
         "PROCESSES": 3,
     },
-    "15_layouts_and_recomputation": {"GLOBAL_BATCH": 32},
-    "16_inside_one_step": {"EXAMPLES": 192, "GLOBAL_BATCH": 32, "STEPS": 4},
-    "17_timeline_cost_and_compression": {
+    "16_layouts_and_recomputation": {"GLOBAL_BATCH": 32},
+    "17_inside_one_step": {"EXAMPLES": 192, "GLOBAL_BATCH": 32, "STEPS": 4},
+    "18_timeline_cost_and_compression": {
         "GLOBAL_BATCH": 32,
         "MESSAGE_BYTES": [4096, 2**20, 2**22],
     },
-    "18_transformer_compute_and_memory": {
+    "19_transformer_compute_and_memory": {
         "CONTEXT": 96,
         "WIDTH": 96,
         "LAYERS": 3,
@@ -60,7 +60,7 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "STEPS": 200,
         "LENGTHS": [48, 96, 192],
     },
-    "19_troubleshooting": {"GLOBAL_BATCH": 128},
+    "20_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

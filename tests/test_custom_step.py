@@ -30,7 +30,7 @@ def test_one_step_is_the_one_device_sgd_step_on_the_global_batch():
 
         strategy = tf.distribute.MirroredStrategy(devices=devices)
         data = tf.data.Dataset.from_tensors(batch)
-        for scaled in (False, True):  # the loss scale of mixed float16 (chapter 12)
+        for scaled in (False, True):  # the loss scale of mixed float16 (chapter 13)
             def sgd():
                 sgd = keras.optimizers.SGD(0.1)
                 return keras.optimizers.LossScaleOptimizer(sgd) if scaled else sgd

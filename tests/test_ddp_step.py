@@ -1,4 +1,4 @@
-"""Chapters 16 and 17's files: DDP's bucketing rule, the all-reduces by hand equal to DDP on
+"""Chapters 17 and 18's files: DDP's bucketing rule, the all-reduces by hand equal to DDP on
 2 CPU processes, the timeline's intervals and the ring model fitted to timings."""
 
 import json
@@ -13,23 +13,23 @@ from utils.pytorch_ddp import run_ranks, save_data, to_tensors
 
 
 @pytest.fixture
-def chapter16(tmp_path_factory, monkeypatch):
-    """Import a module that chapter 16 writes."""
-    folder = tmp_path_factory.mktemp("chapter16")
-    return import_chapter_files("chapters/16_inside_one_step.ipynb", folder, monkeypatch)
-
-
-@pytest.fixture
 def chapter17(tmp_path_factory, monkeypatch):
     """Import a module that chapter 17 writes."""
     folder = tmp_path_factory.mktemp("chapter17")
+    return import_chapter_files("chapters/17_inside_one_step.ipynb", folder, monkeypatch)
+
+
+@pytest.fixture
+def chapter18(tmp_path_factory, monkeypatch):
+    """Import a module that chapter 18 writes."""
+    folder = tmp_path_factory.mktemp("chapter18")
     return import_chapter_files(
-        "chapters/17_timeline_cost_and_compression.ipynb", folder, monkeypatch
+        "chapters/18_timeline_cost_and_compression.ipynb", folder, monkeypatch
     )
 
 
-def test_buckets_fill_from_the_last_tensor(chapter16):
-    make_buckets = chapter16("buckets").make_buckets
+def test_buckets_fill_from_the_last_tensor(chapter17):
+    make_buckets = chapter17("buckets").make_buckets
     assert make_buckets([144, 16, 4608, 32, 8000, 10], 8010) == [[5, 4], [3, 2, 1, 0]]
     assert make_buckets([1, 1, 1], 1) == [[2], [1], [0]]
     with pytest.raises(ValueError, match="tensor 4 has 8000 elements, more than a bucket"):
@@ -38,7 +38,7 @@ def test_buckets_fill_from_the_last_tensor(chapter16):
         make_buckets([1], 0)
 
 
-def test_the_timeline_keeps_the_cpus_events(chapter17):
+def test_the_timeline_keeps_the_cpus_events(chapter18):
     """On a GPU the profiler records each `record_function` twice, on the CPU and on the
     GPU (seen on an H200: six "step" events for three steps); the timeline keeps one."""
     from types import SimpleNamespace
@@ -55,7 +55,7 @@ def test_the_timeline_keeps_the_cpus_events(chapter17):
         event("autograd::engine::evaluate_function: AddmmBackward0", 2000, 2500),
         event("nccl:all_reduce", 2400, 3000),
     ]
-    timeline = chapter17("timeline").intervals(events)
+    timeline = chapter18("timeline").intervals(events)
     assert timeline == {
         "step": [[0.0, 4.0]],
         "backward": [[1.0, 0.5]],
@@ -63,8 +63,8 @@ def test_the_timeline_keeps_the_cpus_events(chapter17):
     }
 
 
-def test_the_ring_model_is_recovered_from_its_own_times(chapter17):
-    fit_latency_and_bandwidth = chapter17("bandwidth").fit_latency_and_bandwidth
+def test_the_ring_model_is_recovered_from_its_own_times(chapter18):
+    fit_latency_and_bandwidth = chapter18("bandwidth").fit_latency_and_bandwidth
     alpha, bandwidth, n = 5e-6, 2e9, 4
     sizes = [1e3, 1e5, 1e7]
     seconds = [2 * (n - 1) * (s / (n * bandwidth) + alpha) for s in sizes]
@@ -81,18 +81,18 @@ def test_the_ring_model_is_recovered_from_its_own_times(chapter17):
         ([100, 200], [1, 2], 1, "world_size"),
     ],
 )
-def test_bad_measurements_are_refused(chapter17, sizes, seconds, world_size, message):
+def test_bad_measurements_are_refused(chapter18, sizes, seconds, world_size, message):
     with pytest.raises(ValueError, match=message):
-        chapter17("bandwidth").fit_latency_and_bandwidth(sizes, seconds, world_size)
+        chapter18("bandwidth").fit_latency_and_bandwidth(sizes, seconds, world_size)
 
 
-def test_a_message_of_zero_bytes_is_refused_before_any_process_group(chapter17):
+def test_a_message_of_zero_bytes_is_refused_before_any_process_group(chapter18):
     with pytest.raises(ValueError, match="message size in bytes must be an int of at least 1"):
-        chapter17("bandwidth").bandwidth_worker(0, 2, 0, ".", [0, 1024], 3)
+        chapter18("bandwidth").bandwidth_worker(0, 2, 0, ".", [0, 1024], 3)
 
 
-def test_all_reduces_by_hand_equal_ddp(chapter16, tmp_path):
-    by_hand = chapter16("all_reduce_by_hand")
+def test_all_reduces_by_hand_equal_ddp(chapter17, tmp_path):
+    by_hand = chapter17("all_reduce_by_hand")
     (x, y), _ = load_mnist_subset()
     digits = to_tensors(x[:64], y[:64])
     digits = torch.utils.data.TensorDataset(digits.tensors[0].double(), digits.tensors[1])

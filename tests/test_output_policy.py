@@ -54,7 +54,7 @@ MEASURED = [
     ("difference", "6e-07", "5e-07", "2 threads + oneDNN, chapter 9 cell 5: torchrun"),
     ("difference", "1e-08", "2e-08", "2 threads + oneDNN, chapter 10 cell 6: 2 workers"),
     ("difference", "7e-06", "6e-06", "2 threads + oneDNN, chapter 12 cell 8: BN statistics"),
-    ("difference", "2e-15", "1e-15", "2 threads + oneDNN, chapter 13 cell 5: ZeRO-1"),
+    ("difference", "2e-15", "1e-15", "2 threads + oneDNN, chapter 14 cell 5: ZeRO-1"),
     ("percent", "89.3", "91.9", "2 threads + oneDNN, chapter 12 cell 4: batch 256, lr x8"),
     ("percent", "91.5", "92.1", "2 threads + oneDNN, chapter 5 cell 10"),
     ("percent", "0.4", "0.5", "2 threads + oneDNN, chapter 12 cell 11: flushed to zero"),

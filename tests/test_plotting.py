@@ -240,7 +240,7 @@ def kernel(shape, spec, shard, devices):
 
 
 def mesh_kernels(n):
-    """Chapter 15's kernels on n devices: the hidden one split by columns, the logits by rows."""
+    """Chapter 16's kernels on n devices: the hidden one split by columns, the logits by rows."""
     return {
         "mlp/hidden/kernel": kernel([64, 256], [None, "batch"], [64, 256 // n], n),
         "mlp/logits/kernel": kernel([256, 10], ["batch", None], [256 // n, 10], n),

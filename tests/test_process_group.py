@@ -1,4 +1,4 @@
-"""utils.process_group (saved from chapter 12): processes meet at a TCP port of this machine,
+"""utils.process_group (saved from chapter 13): processes meet at a TCP port of this machine,
 on the CPU with gloo when there is no GPU for each."""
 
 import json

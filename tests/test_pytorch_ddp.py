@@ -1,5 +1,5 @@
 """utils.pytorch_ddp: the model, the devices and run_ranks' errors; the DDP workers chapters 6
-and 12 write on their pages (2 CPU processes == one process). Chapter 19's straggler_worker
+and 12 write on their pages (2 CPU processes == one process). Chapter 20's straggler_worker
 and mismatch_worker are asserted in the chapter's own cells (under nbval, and again in its
 second run)."""
 
@@ -99,12 +99,12 @@ def test_chapter6_ddp_worker_on_two_cpu_processes_equals_one_process(tmp_path, m
     assert (report["device"], report["backend"]) == ("cpu", "gloo")  # no GPU here
 
 
-def test_chapter11_no_sync_accumulation_equals_one_process_with_larger_batches(
+def test_chapter13_no_sync_accumulation_equals_one_process_with_larger_batches(
     tmp_path, monkeypatch
 ):
     """2 ranks x 2 micro-batches of 4, accumulated under no_sync() == 1 process, batches of
     16; the ninth micro-batch of a rank (an incomplete step) changes nothing."""
-    worker = _chapter_module("12_splitting_the_batch", "accumulate", tmp_path, monkeypatch)
+    worker = _chapter_module("13_precision_and_accumulation", "accumulate", tmp_path, monkeypatch)
     data = _random_digits(72, seed=1)
     args = (2, free_ports(1)[0], data, str(tmp_path), 4, 2, 0.1)
     mp.spawn(worker.accumulating_worker, args=args, nprocs=2, join=True)

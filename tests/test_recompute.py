@@ -1,4 +1,4 @@
-"""utils.recompute (saved from chapter 15): recomputing activations saves memory for more
+"""utils.recompute (saved from chapter 16): recomputing activations saves memory for more
 operations, with the same gradients."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Chapters 13 and 14: ZeRO's memory arithmetic (utils.sharding, saved from chapter 13), the
+"""Chapters 14 and 15: ZeRO's memory arithmetic (utils.sharding, saved from chapter 14), the
 batches and the collectives the profiler records (utils.pytorch_ddp), and the chapters'
 workers: ZeRO-1 by hand and FSDP2 on 2 CPU processes == one process, a sharded checkpoint
 saved on 2 processes and restored on 3."""
@@ -82,8 +82,8 @@ def test_collectives_are_read_with_the_size_of_the_whole_tensor():
 
 
 def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
-    chapter13 = import_chapter_files(
-        "chapters/13_sharded_data_parallelism.ipynb", tmp_path / "files", monkeypatch
+    chapter14 = import_chapter_files(
+        "chapters/14_sharded_data_parallelism.ipynb", tmp_path / "files", monkeypatch
     )
     (x, y), _ = load_mnist_subset()
     digits = to_tensors(x[:128], y[:128])
@@ -95,12 +95,12 @@ def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
         .state_dict()
         .values()
     )
-    zero1 = chapter13("zero1")  # the processes import it from the working folder
+    zero1 = chapter14("zero1")  # the processes import it from the working folder
     run_ranks(zero1.zero1_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
-    chapter14 = import_chapter_files(
-        "chapters/14_fsdp2_and_sharded_checkpoints.ipynb", tmp_path / "files13", monkeypatch
+    chapter15 = import_chapter_files(
+        "chapters/15_fsdp2_and_sharded_checkpoints.ipynb", tmp_path / "files13", monkeypatch
     )
-    fsdp, restore = chapter14("fsdp"), chapter14("restore")
+    fsdp, restore = chapter15("fsdp"), chapter15("restore")
     run_ranks(fsdp.fsdp_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
     restoring = (3, free_ports(1)[0], str(tmp_path), 0)
     run_ranks(restore.fsdp_restore_worker, 3, restoring, timeout_s=120)

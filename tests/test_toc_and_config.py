@@ -123,6 +123,7 @@ def test_every_chapter_the_prose_names_is_a_link():
         "intro.md",
         "glossary.md",
         "beyond_data_parallelism.md",
+        "known_breakages.md",
         "on_your_own_machine.md",
         "code_you_will_find_online.md",
     ):

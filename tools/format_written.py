@@ -1,6 +1,6 @@
 """Format the files a chapter writes with `%%writefile`, as ruff formats the rest.
 
-    python -m tools.format_written chapters/13_sharded_data_parallelism.ipynb [more ...]
+    python -m tools.format_written chapters/14_sharded_data_parallelism.ipynb [more ...]
 
 ruff does not read a cell that starts with a magic, so the programs and workers the
 chapters write with `%%writefile NAME` (and add to with `%%writefile -a NAME`) would escape

@@ -51,12 +51,12 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "What DDP's processes train, in one process: the sampler's batches and their union.",
         ("import torch", "from torch import nn", "from utils.pytorch_ddp import make_model"),
     ),
-    "12_splitting_the_batch": (
+    "13_precision_and_accumulation": (
         "process_group",
-        "Joining a PyTorch process group at a TCP port: the workers from chapter 12 on.",
+        "Joining a PyTorch process group at a TCP port: the workers from chapter 13 on.",
         (),
     ),
-    "13_sharded_data_parallelism": (
+    "14_sharded_data_parallelism": (
         "sharding",
         "Sharded data parallelism: what each device holds, and what it computes.",
         (
@@ -65,7 +65,7 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "from utils.pytorch_ddp import make_model",
         ),
     ),
-    "15_layouts_and_recomputation": (
+    "16_layouts_and_recomputation": (
         "recompute",
         "Recomputing activations: the bytes autograd saves, and the operations it runs.",
         ("import torch",),

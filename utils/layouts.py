@@ -1,4 +1,4 @@
-"""Keras 3 `LayoutMap` checks (chapter 15): a key that matches no variable shards nothing,
+"""Keras 3 `LayoutMap` checks (chapter 16): a key that matches no variable shards nothing,
 silently."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterable
 def unmatched_layout_keys(layout_map, paths: Iterable[str]) -> list[str]:
     """The keys of `layout_map` that Keras matches to none of the variable `paths`.
 
-    Introduced in chapter 15. The lookup is Keras's own (`LayoutMap.__getitem__`: an exact
+    Introduced in chapter 16. The lookup is Keras's own (`LayoutMap.__getitem__`: an exact
     key, else `re.fullmatch` of each key against the whole path).
     """
     used = {id(layout_map[path]) for path in paths if layout_map[path] is not None}
@@ -18,7 +18,7 @@ def unmatched_layout_keys(layout_map, paths: Iterable[str]) -> list[str]:
 
 def check_layout_map(layout_map, paths: Iterable[str]) -> None:
     """Raise a ValueError naming the keys of `layout_map` that match no variable path.
-    Introduced in chapter 15."""
+    Introduced in chapter 16."""
     paths = list(paths)
     if not paths:
         raise ValueError("check_layout_map: give the paths of the model's variables.")

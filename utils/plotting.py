@@ -515,8 +515,8 @@ def plot_step_timeline(timelines: Sequence[Mapping[str, Sequence[Sequence[float]
     """A few DDP steps on one time axis, one row per process: the steps, the backward
     computations and the all-reduces, each as (start, duration) in ms; returns the figure.
 
-    Introduced in chapter 17. `timelines[r]` holds rank r's "step", "backward" and
-    "all-reduce" intervals, as chapter 17's `timeline_worker` (timeline.py) writes them.
+    Introduced in chapter 18. `timelines[r]` holds rank r's "step", "backward" and
+    "all-reduce" intervals, as chapter 18's `timeline_worker` (timeline.py) writes them.
     """
     lanes = ("step", "backward", "all-reduce")
     if not timelines or any(set(lanes) - set(t) for t in timelines):
@@ -646,8 +646,8 @@ def draw_zero_holdings(
     device holds it: all of it when replicated, its own 1/devices slice when sharded;
     returns the figure.
 
-    Introduced in chapter 13. `sharded` maps each stage to the kinds it splits, as
-    chapter 13's SHARDED does; `bytes_per_parameter` maps each kind to its bytes."""
+    Introduced in chapter 14. `sharded` maps each stage to the kinds it splits, as
+    chapter 14's SHARDED does; `bytes_per_parameter` maps each kind to its bytes."""
     if devices < 2 or not sharded:
         raise ValueError("draw_zero_holdings: give at least one stage and two devices.")
     kinds = list(bytes_per_parameter)
@@ -718,7 +718,7 @@ def draw_device_mesh(
     each device holds, coloured by device and labelled with its index and shard shape; a
     replicated variable is one grey rectangle that every device holds; returns the figure.
 
-    Introduced in chapter 15. `devices` names the mesh's devices in order; `kernels` maps
+    Introduced in chapter 16. `devices` names the mesh's devices in order; `kernels` maps
     a variable's path to its "shape", its "spec" (per dimension, `axis_name` or None; as
     in JAX's `PartitionSpec`, missing trailing entries are None) and its "per device"
     shard shapes, in device order. A 1-D variable (a bias) is one row."""
@@ -825,7 +825,7 @@ def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str
     """A step's collectives in the order they ran, one box each, with its kind, the layer
     it belongs to and its elements; returns the figure.
 
-    Introduced in chapter 14. `calls` holds (kind, elements) pairs, as
+    Introduced in chapter 15. `calls` holds (kind, elements) pairs, as
     `utils.pytorch_ddp.collectives` returns them; `layers` maps a layer's element count
     to its name (a count not in it is labelled by its size only)."""
     if not calls:
@@ -860,7 +860,7 @@ def draw_bucket_order(events: Sequence[str], buckets: Sequence[Sequence[int]], s
     """The backward pass as DDP's hooks saw it: each gradient as it became ready, and each
     bucket's all-reduce as it started, in order, coloured by bucket; returns the figure.
 
-    Introduced in chapter 16. `events` are the log lines of chapter 16's hooks ("gradient
+    Introduced in chapter 17. `events` are the log lines of chapter 17's hooks ("gradient
     5 ready", "all-reduce bucket 0 starts (8,010)"); `buckets` lists each bucket's
     gradient indices, as `make_buckets` returns them; `sizes[i]` is gradient i's
     elements."""
@@ -1079,7 +1079,7 @@ def plot_against_length(
     lengths: Sequence[int], series: Mapping[str, Sequence[float]], ylabel
 ):
     """One line per entry of `series` (its label: its values at `lengths`), on
-    logarithmic axes, with the sequence length across (chapter 18)."""
+    logarithmic axes, with the sequence length across (chapter 19)."""
     figure, axis = plt.subplots(figsize=(6, 3.6))
     for (label, values), style in zip(
         series.items(), cycle(["-o", "--s", ":^", "-.v"])
@@ -1096,7 +1096,7 @@ def plot_against_length(
 
 
 def plot_compute_and_communication(cases: Mapping[str, Mapping[str, object]]):
-    """One panel per case, one above another (chapter 18): the backward pass's time
+    """One panel per case, one above another (chapter 19): the backward pass's time
     against the batch per device, and the all-reduce's time, which the batch does not
     change; where the lines cross (dotted), the all-reduce stops fitting behind the
     backward pass. Each case holds

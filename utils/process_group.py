@@ -1,7 +1,7 @@
-"""Joining a PyTorch process group at a TCP port: the workers from chapter 12 on.
+"""Joining a PyTorch process group at a TCP port: the workers from chapter 13 on.
 
-Written in chapter 12 (12_splitting_the_batch.ipynb), in its cells marked `# @save`: edit
-them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
+Written in chapter 13 (13_precision_and_accumulation.ipynb), in its cells marked `# @save`:
+edit them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
 import torch

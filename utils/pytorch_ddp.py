@@ -61,7 +61,7 @@ def ddp_device(
     the backend: `(cuda:local_rank, "nccl")` when there is a GPU for every process,
     otherwise `(cpu, "gloo")`.
 
-    Introduced in chapter 6; used by the workers of chapters 6, 9, 12 to 14, 16 and 17. NCCL
+    Introduced in chapter 6; used by the workers of chapters 6, 9, 13 to 15, 17 and 18. NCCL
     needs a GPU of its own for every process, so with fewer GPUs than processes (Colab's
     one GPU and two processes) all of them train on the CPU with gloo. Every process makes
     the same choice, which their collectives need. `gpu_count` defaults to the GPUs this
@@ -81,19 +81,19 @@ def ddp_device(
 
 def save_data(data: TensorDataset, path: str | Path) -> str:
     """Write the images and labels for the workers to read (a process's arguments cannot
-    hold a dataset); returns the path. Introduced in chapter 13."""
+    hold a dataset); returns the path. Introduced in chapter 14."""
     torch.save(data.tensors, path)
     return str(path)
 
 
 def load_data(data_file: str) -> TensorDataset:
-    """What `save_data` wrote. Introduced in chapter 13."""
+    """What `save_data` wrote. Introduced in chapter 14."""
     return TensorDataset(*torch.load(data_file))
 
 
 def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Tensor]:
     """The example indices of each step's global batch: consecutive, in order, so a sharded
-    run and one process see the same batches. Used in chapters 13, 14, 16 and 17."""
+    run and one process see the same batches. Used in chapters 14, 15, 17 and 18."""
     check_int("step_batches: global_batch", global_batch)
     check_int("step_batches: steps", steps)
     if global_batch * steps > examples:
@@ -107,7 +107,7 @@ def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Ten
 
 
 def rank_part(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
-    """Rank `rank`'s equal part of a global batch. Used in chapters 13, 14, 16 and 17."""
+    """Rank `rank`'s equal part of a global batch. Used in chapters 14, 15, 17 and 18."""
     check_int("rank_part: world_size", world_size)
     if len(batch) % world_size:
         raise ValueError(
@@ -128,7 +128,7 @@ _GATHER_SCATTER = {
 
 def collectives(events) -> list[tuple[str, int]]:
     """The collectives among a `torch.profiler` run's `events()`, in the order they ran, as
-    (kind, elements of the whole tensor). Used in chapters 14 and 16.
+    (kind, elements of the whole tensor). Used in chapters 15 and 17.
 
     c10d records an all-reduce of a list of tensors without their shapes; the backend's own
     event (`gloo:all_reduce`, `nccl:all_reduce`) has them. That event can start after the
@@ -151,7 +151,7 @@ def collectives(events) -> list[tuple[str, int]]:
 # A rank whose function returned ends at once (os._exit, after flushing its output), without
 # the interpreter's teardown: there C++ objects of gloo, the TCP store and the profiler are
 # destroyed in whatever order, and a thread still joinable aborts the process with
-# "terminate called without an active exception" (seen once from a rank of chapter 13's
+# "terminate called without an active exception" (seen once from a rank of chapter 14's
 # FSDP run; the run's files are written and its process group destroyed before this point).
 _RUN_RANK = (
     "import base64, os, pickle, sys; "
@@ -167,7 +167,7 @@ def run_ranks(
     """Run `fn(rank, *args)` in `world_size` new Python processes and return each rank's
     output, waiting at most `timeout_s` seconds.
 
-    Introduced in chapter 13 (chapter 19 shows the hang it guards against). Unlike a
+    Introduced in chapter 14 (chapter 20 shows the hang it guards against). Unlike a
     bare `mp.spawn(..., join=True)`, a hung group cannot hang the caller: the ranks are
     started by `utils.launch.run_processes`, which at the deadline kills every rank
     still running and raises a TimeoutError naming them, and when a rank fails stops the

@@ -1,6 +1,6 @@
 """Recomputing activations: the bytes autograd saves, and the operations it runs.
 
-Written in chapter 15 (15_layouts_and_recomputation.ipynb), in its cells marked `# @save`:
+Written in chapter 16 (16_layouts_and_recomputation.ipynb), in its cells marked `# @save`:
 edit them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 

@@ -1,6 +1,6 @@
 """Sharded data parallelism: what each device holds, and what it computes.
 
-Written in chapter 13 (13_sharded_data_parallelism.ipynb), in its cells marked `# @save`:
+Written in chapter 14 (14_sharded_data_parallelism.ipynb), in its cells marked `# @save`:
 edit them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
 """
 
