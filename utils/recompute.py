@@ -10,19 +10,20 @@ from torch.utils.flop_counter import FlopCounterMode
 
 
 def saved_activations_and_flops(blocks, x, *, recompute):
-    """One forward and backward pass through `blocks` in sequence: the bytes of
-    activations autograd saves (weights left out), the floating-point operations
-    FlopCounterMode counts, and the gradients. With `recompute`, each block runs under
-    `torch.utils.checkpoint`, which saves only its input and runs its forward again
-    during the backward pass."""
+    """One forward and backward pass through `blocks` in sequence: the bytes of memory
+    autograd saves for the backward pass (weights left out), the floating-point
+    operations FlopCounterMode counts, and the gradients. With `recompute`, each block
+    runs under `torch.utils.checkpoint`, which saves only its input and runs its forward
+    again during the backward pass."""
     if not blocks:
         raise ValueError("saved_activations_and_flops: give at least one block.")
-    weights = {w.data_ptr() for block in blocks for w in block.parameters()}
-    saved = []
+    weights = {w.untyped_storage().data_ptr() for b in blocks for w in b.parameters()}
+    saved = {}  # memory block -> bytes: each once, however many views autograd saves
 
     def pack(tensor):  # called for every tensor autograd saves
-        if tensor.data_ptr() not in weights:
-            saved.append(tensor.numel() * tensor.element_size())
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in weights:
+            saved[storage.data_ptr()] = storage.nbytes()
         return tensor
 
     for block in blocks:
@@ -34,4 +35,4 @@ def saved_activations_and_flops(blocks, x, *, recompute):
                 h = checkpoint(block, h, use_reentrant=False) if recompute else block(h)
             h.square().mean().backward()
     gradients = [w.grad.clone() for block in blocks for w in block.parameters()]
-    return sum(saved), flops.get_total_flops(), gradients
+    return sum(saved.values()), flops.get_total_flops(), gradients
