@@ -391,6 +391,13 @@ def test_the_transformer_trains_on_the_standard_librarys_sources():
     assert torch.equal(inputs[1, 0], torch.tensor(int(tokens[65])))
 
 
+def _transformer_flops_per_token(context: int, width: int, layers: int) -> int:
+    """Chapter 19's count for one token of a training step: 6 per weight of a matrix
+    product (12 width**2 per block, width x 256 in the output layer, one per byte), plus
+    attention's 12 x layers x context x width."""
+    return 6 * (layers * 12 * width**2 + width * 256) + 12 * layers * context * width
+
+
 def test_the_operations_counted_per_step_are_the_transformers_formula(monkeypatch):
     """training_flops counts, on the meta device, what chapter 19 derives: 6 per weight of
     a matrix product and token, plus attention's 12 x layers x context x width per token
@@ -399,8 +406,7 @@ def test_the_operations_counted_per_step_are_the_transformers_formula(monkeypatc
     monkeypatch.syspath_prepend(str(RECIPES))  # it imports transformer.py as the recipe does
     context, width, layers, batch = 32, 64, 3, 5
     inputs = torch.randint(0, 256, (batch, context))
-    matrix_weights = layers * 12 * width**2 + width * 256
-    per_token = 6 * matrix_weights + 12 * layers * context * width
+    per_token = _transformer_flops_per_token(context, width, layers)
     args = SimpleNamespace(
         model="transformer", context=context, width=width, layers=layers, heads=4
     )
@@ -439,7 +445,7 @@ def test_the_transformer_trains_and_reports_tokens_and_mfu(recipe, tmp_path):
     assert record["model"] == "transformer" and record["steps"] == 68
     steps_per_s = record["examples_per_s_per_device"] / 8
     assert record["tokens_per_s_per_device"] == pytest.approx(steps_per_s * 8 * 32)
-    per_token = 6 * (2 * 12 * 64**2 + 64 * 256) + 12 * 2 * 32 * 64
+    per_token = _transformer_flops_per_token(context=32, width=64, layers=2)
     assert record["flops_per_step_per_device"] == 8 * 32 * per_token
     assert record["mfu"] == pytest.approx(
         record["flops_per_step_per_device"] * steps_per_s / record["peak_flops_per_device"]
