@@ -11,6 +11,7 @@ from utils.plotting import (
     draw_data_parallel_step,
     draw_device_mesh,
     draw_dp_and_ddp,
+    draw_files_read,
     draw_funnel_and_ring,
     draw_mirrored_strategy,
     draw_resume_timeline,
@@ -334,3 +335,14 @@ def test_long_sequences_wrap_into_rows_that_keep_the_labels_readable():
     figure = draw_bucket_order(events, [list(range(8))], [1] * 8)
     boxes = [t for t in figure.axes[0].texts if t.get_bbox_patch() is not None]
     assert boxes[6].get_position() == (0, 0.3 - 3.0)
+
+
+def test_files_read_fills_each_worker_s_square_by_its_share_of_the_file():
+    shares = {"FILE": [[1, 0, 1, 0], [0, 1, 0, 1]], "DATA": [[0.5] * 4, [0.5] * 4]}
+    figure = draw_files_read(shares)
+    file_axis, data_axis = figure.axes
+    assert [t.get_text() for t in file_axis.texts] == ["all", "", "all", "", "", "all", "", "all"]
+    assert {t.get_text() for t in data_axis.texts} == {"50%"}
+    assert len(data_axis.patches) == 8 and data_axis.get_title() == "DATA"
+    with pytest.raises(ValueError, match="the same workers and files"):
+        draw_files_read({"FILE": [[1, 0]], "DATA": [[0.5, 0.5, 0.5]]})

@@ -26,6 +26,7 @@ _HOMES = {
     "draw_collectives": "utils.plotting",
     "draw_data_parallel_step": "utils.plotting",
     "draw_dp_and_ddp": "utils.plotting",
+    "draw_files_read": "utils.plotting",
     "draw_funnel_and_ring": "utils.plotting",
     "draw_mirrored_strategy": "utils.plotting",
     "draw_resume_timeline": "utils.plotting",

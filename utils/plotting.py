@@ -1,4 +1,4 @@
-"""Figures (chapters 2-6, 8-10, 13-19 and the appendix): training curves, and pictures
+"""Figures (chapters 2-6, 8-11, 14-19 and the appendix): training curves, and pictures
 drawn from the values a chapter computes."""
 
 from __future__ import annotations
@@ -1119,5 +1119,60 @@ def plot_compute_and_communication(cases: Mapping[str, Mapping[str, object]]):
         axis.minorticks_off()
         axis.set_xlabel(f"batch per device ({case['unit']})")
         axis.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def draw_files_read(shares: Mapping[str, Sequence[Sequence[float]]]):
+    """What each worker trains on under each auto-shard policy: a panel per policy, a row
+    per worker, a square per file, filled by the share of that file's examples the worker
+    got; returns the figure.
+
+    Introduced in chapter 11. `shares[policy][w][f]` is that share, from 0 to 1; every
+    policy has the same workers and files."""
+    shapes = {np.shape(share) for share in shares.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(
+            "draw_files_read: give every policy a share per worker and file, the same "
+            "workers and files for all."
+        )
+    workers, files = next(iter(shapes))
+    figure, axes = plt.subplots(
+        1, len(shares), figsize=(0.36 * files * len(shares) + 1.2, 0.5 * workers + 1.3)
+    )
+    for axis, (policy, share) in zip(np.atleast_1d(axes), shares.items()):
+        for worker in range(workers):
+            hue = np.array(to_rgb(_DEVICE_HUES[worker % len(_DEVICE_HUES)]))
+            row = workers - 1 - worker
+            for file in range(files):
+                part = float(share[worker][file])
+                axis.add_patch(
+                    plt.Rectangle(
+                        (file, row),
+                        0.9,
+                        0.9,
+                        facecolor=(1 - 0.6 * part) + 0.6 * part * hue,
+                        edgecolor=hue if part else "#bbbbbb",
+                    )
+                )
+                label = "all" if part == 1 else f"{part:.0%}" if part else ""
+                axis.text(
+                    file + 0.45, row + 0.45, label, ha="center", va="center", fontsize=8
+                )
+        axis.set(xlim=(-0.1, files), ylim=(-0.1, workers), xlabel="file")
+        axis.set_title(policy, fontsize=10)
+        axis.set_xticks(
+            [f + 0.45 for f in range(files)], [str(f) for f in range(files)]
+        )
+        axis.set_yticks(
+            [workers - 1 - w + 0.45 for w in range(workers)],
+            [f"worker {w}" for w in range(workers)],
+        )
+        axis.tick_params(length=0)
+        for spine in axis.spines.values():
+            spine.set_visible(False)
+    figure.suptitle(
+        "The share of each file's examples each worker trains on", fontsize=10
+    )
     figure.tight_layout()
     return figure
