@@ -98,7 +98,7 @@ def test_zero1_fsdp_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
     zero1 = chapter14("zero1")  # the processes import it from the working folder
     run_ranks(zero1.zero1_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)
     chapter15 = import_chapter_files(
-        "chapters/15_fsdp2_and_sharded_checkpoints.ipynb", tmp_path / "files13", monkeypatch
+        "chapters/15_fsdp2_and_sharded_checkpoints.ipynb", tmp_path / "files15", monkeypatch
     )
     fsdp, restore = chapter15("fsdp"), chapter15("restore")
     run_ranks(fsdp.fsdp_worker, 2, (2, free_ports(1)[0], *arguments), timeout_s=120)

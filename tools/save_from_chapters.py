@@ -51,6 +51,11 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "What DDP's processes train, in one process: the sampler's batches and their union.",
         ("import torch", "from torch import nn", "from utils.pytorch_ddp import make_model"),
     ),
+    "12_splitting_the_batch": (
+        "batch_scaling",
+        "What to change when the global batch grows: the linear rule and its warm-up.",
+        ("import keras",),
+    ),
     "13_precision_and_accumulation": (
         "process_group",
         "Joining a PyTorch process group at a TCP port: the workers from chapter 13 on.",

@@ -1,7 +1,8 @@
-"""What to change when the global batch grows (chapter 12): the learning-rate rule of
-Goyal et al. (2017), "Accurate, Large Minibatch SGD", with its gradual warm-up."""
+"""What to change when the global batch grows: the linear rule and its warm-up.
 
-from __future__ import annotations
+Written in chapter 12 (12_splitting_the_batch.ipynb), in its cells marked `# @save`: edit
+them there, re-run the chapter, then run `python -m tools.save_from_chapters`.
+"""
 
 import keras
 
@@ -11,11 +12,9 @@ from utils.checks import check_int, check_positive
 def linear_scaled_learning_rate(
     base_lr: float, base_batch: int, global_batch: int
 ) -> float:
-    """The linear scaling rule: `global_batch` k times `base_batch` gets k times `base_lr`.
-
-    Introduced in chapter 12. `base_lr` is the learning rate tuned for `base_batch` (on one
-    device); `global_batch` is what a step now takes (per-replica batch x replicas).
-    """
+    """The linear scaling rule: a `global_batch` k times `base_batch` gets k times
+    `base_lr`, the learning rate tuned for `base_batch` on one device. `global_batch` is
+    what a step now takes (per-replica batch x replicas)."""
     check_positive("base_lr", base_lr)
     check_int("base_batch", base_batch)
     check_int("global_batch", global_batch)
@@ -23,11 +22,9 @@ def linear_scaled_learning_rate(
 
 
 class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
-    """Rise linearly from `start` to `target` over `warmup_steps` steps, then stay at `target`.
-
-    Introduced in chapter 12: Goyal et al. start a large-batch run at the small-batch
-    learning rate and reach the linearly scaled one after a few epochs.
-    """
+    """Rise linearly from `start` to `target` over `warmup_steps` steps, then stay at
+    `target`. Goyal et al. start a large-batch run at the small-batch learning rate and
+    reach the linearly scaled one after a few epochs."""
 
     def __init__(self, start: float, target: float, warmup_steps: int) -> None:
         self.start = check_positive("start", start)
@@ -40,7 +37,7 @@ class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
         )
         return self.start + (self.target - self.start) * progress
 
-    def get_config(self) -> dict:
+    def get_config(self) -> dict:  # lets Keras save a model compiled with it
         return {
             "start": self.start,
             "target": self.target,
