@@ -151,7 +151,7 @@ def collectives(events) -> list[tuple[str, int]]:
 # A rank whose function returned ends at once (os._exit, after flushing its output), without
 # the interpreter's teardown: there C++ objects of gloo, the TCP store and the profiler are
 # destroyed in whatever order, and a thread still joinable aborts the process with
-# "terminate called without an active exception" (seen once from a rank of chapter 14's
+# "terminate called without an active exception" (seen once from a rank of chapter 15's
 # FSDP run; the run's files are written and its process group destroyed before this point).
 _RUN_RANK = (
     "import base64, os, pickle, sys; "
