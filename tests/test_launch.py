@@ -242,10 +242,13 @@ def test_a_torchrun_failure_without_a_traceback_says_how_to_get_one():
     bare = failed.replace("[rank1]: RuntimeError: first line of the worker's own traceback", "")
     with pytest.raises(
         RuntimeError,
-        match=r"rank 1 exited with code 1 \(for its traceback, "
+        match=r"rank 1 exited with code 1 and recorded no exception \(.* "
         r"decorate .* with torch\.distributed\.elastic",
     ):
         run_processes([python(f"import sys; sys.stdout.write({bare!r}); sys.exit(1)")])
+    others = failed.replace("[rank1]: RuntimeError", "[rank0]: RuntimeError")
+    with pytest.raises(RuntimeError, match=r"rank 1 exited with code 1 and recorded no"):
+        run_processes([python(f"import sys; sys.stdout.write({others!r}); sys.exit(1)")])
 
 
 def test_jax_uses_two_or_more_gpus_and_simulated_cpus_otherwise():

@@ -81,15 +81,18 @@ def _torchrun_root_cause(text: str) -> str | None:
     recorded = [
         line.strip() for line in section.splitlines() if EXCEPTION_LINE.search(line)
     ]
+    # the lines it printed itself; none when the summary names no rank
+    own = rf"\[(?:default|rank){rank.group(1)}\]:" if rank else r"(?!)"
     printed = [
-        re.sub(r"^\[(default|rank)\d+\]:\s*", "", line.strip())  # workers' own
+        re.sub(own, "", line.strip(), count=1).strip()
         for line in before.splitlines()
-        if EXCEPTION_LINE.search(line) and "ChildFailedError" not in line
+        if EXCEPTION_LINE.search(line) and re.match(own, line.strip())
     ]
     if recorded or printed:
         return f"{who} failed: {(recorded[-1:] or printed)[0]}"
     return (
-        f"{who} exited with code {code.group(1) if code else '?'} (for its traceback, "
+        f"{who} exited with code {code.group(1) if code else '?'} and recorded no "
+        "exception (a process that dies without raising one records none; otherwise, "
         "decorate the program's main function with torch.distributed.elastic."
         "multiprocessing.errors.record)"
     )
