@@ -11,14 +11,9 @@ import torch
 import torch.multiprocessing as mp
 
 from tests.helpers import import_chapter_files
-from utils.ddp_reference import train_one_process
+from utils.ddp_reference import ddp_device, train_one_process
 from utils.launch import free_ports
-from utils.pytorch_ddp import (
-    ddp_device,
-    make_model,
-    run_ranks,
-    to_tensors,
-)
+from utils.pytorch_ddp import make_model, run_ranks, to_tensors
 
 
 def test_model_is_seeded_and_shapes_match_the_tf_model():

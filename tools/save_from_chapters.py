@@ -48,7 +48,7 @@ SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "06_pytorch_dp_ddp": (
         "ddp_reference",
-        "What DDP's processes train, in one process: the sampler's batches and their union.",
+        "Where a DDP process trains, and what the processes train, replayed in one process.",
         ("import torch", "from torch import nn", "from utils.pytorch_ddp import make_model"),
     ),
     "12_splitting_the_batch": (

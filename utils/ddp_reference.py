@@ -1,4 +1,4 @@
-"""What DDP's processes train, in one process: the sampler's batches and their union.
+"""Where a DDP process trains, and what the processes train, replayed in one process.
 
 Written in chapter 6 (06_pytorch_dp_ddp.ipynb), in its cells marked `# @save`: edit them
 there, re-run the chapter, then run `python -m tools.save_from_chapters`.
@@ -8,7 +8,24 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler
 
+from utils.checks import check_int
 from utils.pytorch_ddp import make_model
+
+
+def ddp_device(local_rank, local_world_size, gpu_count=None):
+    """Where DDP process `local_rank` of the `local_world_size` on this machine trains,
+    and its backend. `gpu_count`: by default the GPUs this process sees."""
+    check_int("ddp_device: local_world_size", local_world_size)
+    check_int("ddp_device: local_rank", local_rank, least=0)
+    if local_rank >= local_world_size:
+        raise ValueError(
+            f"ddp_device: local_rank {local_rank} is not below local_world_size "
+            f"{local_world_size}."
+        )
+    gpus = torch.cuda.device_count() if gpu_count is None else gpu_count
+    if gpus >= local_world_size:  # NCCL needs a GPU of its own for every process
+        return torch.device("cuda", local_rank), "nccl"
+    return torch.device("cpu"), "gloo"
 
 
 def rank_indices(n, world_size, rank, epoch, seed):

@@ -7,7 +7,7 @@ edit them there, re-run the chapter, then run `python -m tools.save_from_chapter
 import torch
 import torch.distributed as dist
 
-from utils.pytorch_ddp import ddp_device
+from utils.ddp_reference import ddp_device
 
 
 def join_process_group(rank, world_size, port):

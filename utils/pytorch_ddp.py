@@ -1,7 +1,8 @@
 """PyTorch plumbing for the chapters: the same small CNN as the Keras chapters, the data as
-tensors, where a DDP process trains (`ddp_device`), consecutive batches and a process's part
-of one, the collectives a profiler recorded, and a launcher that cannot hang (`run_ranks`).
-The chapters write the workers they teach into files of their own (`%%writefile`).
+tensors, consecutive batches and a process's part of one, the collectives a profiler
+recorded, and a launcher that cannot hang (`run_ranks`). The chapters write the workers
+they teach into files of their own (`%%writefile`), and where a DDP process trains
+(`ddp_device`) on chapter 6's page.
 """
 
 from __future__ import annotations
@@ -52,31 +53,6 @@ def to_tensors(
     """NHWC arrays from `load_mnist_subset` as an NCHW `TensorDataset`."""
     x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).to(dtype)
     return TensorDataset(x, torch.from_numpy(labels.astype(np.int64)))
-
-
-def ddp_device(
-    local_rank: int, local_world_size: int, gpu_count: int | None = None
-) -> tuple[torch.device, str]:
-    """Where DDP process `local_rank` of the `local_world_size` on this machine trains, and
-    the backend: `(cuda:local_rank, "nccl")` when there is a GPU for every process,
-    otherwise `(cpu, "gloo")`.
-
-    Introduced in chapter 6; used by the workers of chapters 6, 9, 13 to 15, 17 and 18. NCCL
-    needs a GPU of its own for every process, so with fewer GPUs than processes (Colab's
-    one GPU and two processes) all of them train on the CPU with gloo. Every process makes
-    the same choice, which their collectives need. `gpu_count` defaults to the GPUs this
-    process sees (`torch.cuda.device_count()`, which honours `CUDA_VISIBLE_DEVICES`).
-    """
-    check_int("ddp_device: local_world_size", local_world_size)
-    check_int("ddp_device: local_rank", local_rank, least=0)
-    if local_rank >= local_world_size:
-        raise ValueError(
-            f"ddp_device: local_rank {local_rank} is not below local_world_size {local_world_size}."
-        )
-    gpus = torch.cuda.device_count() if gpu_count is None else gpu_count
-    if gpus >= local_world_size:
-        return torch.device("cuda", local_rank), "nccl"
-    return torch.device("cpu"), "gloo"
 
 
 def save_data(data: TensorDataset, path: str | Path) -> str:
