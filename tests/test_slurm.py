@@ -51,6 +51,9 @@ TORCH_TINY = (
 ).split()  # 28 steps per epoch
 TF_TINY = "--epochs 3 --batch-per-replica 16 --limit-examples 512 --warmup-steps 2".split()
 MID_RUN = "epoch 2 step 1/"  # what the PyTorch recipes log at epoch 2's first step
+#: the time limit's stop travels further (Slurm signals the batch script, which then stops
+#: the steps): sent at the first step, so that a loaded machine cannot finish the run first
+EARLY = "epoch 1 step 1/"
 DEADLINE_S = 300  # for a job; the jobs run side by side, so the CPUs are shared
 
 
@@ -316,29 +319,29 @@ SUBMITTED = {
 
 @pytest.fixture(scope="module")
 def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
-    """Every script submitted at once. Mid-run (at epoch 2's first step), `preempted` is
-    requeued as a preemption requeues it, and `time_limit`'s batch script gets the USR1
-    that --signal=B:USR1@120 sends 120 s before the time limit."""
+    """Every script submitted at once. Mid-run, `preempted` is requeued as a preemption
+    requeues it (at epoch 2's first step), and `time_limit`'s batch script gets the USR1
+    that --signal=B:USR1@120 sends 120 s before the time limit (at the first step)."""
     folder, jobs = tmp_path_factory.mktemp("jobs"), {}
     for name, (script, options, args) in SUBMITTED.items():
         log, out, results = folder / f"{name}.log", folder / name, folder / f"{name}.jsonl"
         paths = ["--out", str(out), "--results", str(results)]
         job_id = cluster.submit([*CPU_JOB, f"--output={log}", *options], script, [*args, *paths])
         jobs[name] = Job(job_id, log, out, results)
-    interrupts = {
-        "preempted": ["scontrol", "requeue", jobs["preempted"].id],
-        "time_limit": ["scancel", "--batch", "--signal=USR1", jobs["time_limit"].id],
+    interrupts = {  # name: (the line to wait for, the command)
+        "preempted": (MID_RUN, ["scontrol", "requeue", jobs["preempted"].id]),
+        "time_limit": (EARLY, ["scancel", "--batch", "--signal=USR1", jobs["time_limit"].id]),
     }
     waiting, deadline = dict(interrupts), time.monotonic() + DEADLINE_S
     while waiting:
-        for name, command in list(waiting.items()):
+        for name, (line, command) in list(waiting.items()):
             job = jobs[name]
-            if job.log.exists() and MID_RUN in job.log.read_text():
+            if job.log.exists() and line in job.log.read_text():
                 cluster.run(*command)
                 del waiting[name]
             elif cluster.job(job.id)["JobState"] in ENDED or time.monotonic() > deadline:
                 tail = job.log.read_text()[-3000:] if job.log.exists() else "(no log)"
-                raise RuntimeError(f"job {name} never logged {MID_RUN!r}:\n{tail}")
+                raise RuntimeError(f"job {name} never logged {line!r}:\n{tail}")
         time.sleep(0.2)
     # Slurm holds a requeued job for about 2 minutes, its credentials' lifetime: start it
     # now, but not in the second its nodes revoked the last credential (slurmd refuses one
@@ -399,12 +402,13 @@ def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, 
         stopping = log.index(f"time limit near: stopping job {job.id}'s processes (SIGTERM)")
         requeueing = log.index(f"requeueing job {job.id}; it resumes from its checkpoint")
         assert stopping < log.index("stop signal: checkpoint saved") < requeueing, log[-3000:]
-    stopped = re.search(r"stop signal: checkpoint saved after epoch 2 step (\d+)", log)
+    stopped = re.search(r"stop signal: checkpoint saved after epoch (\d) step (\d+)", log)
     assert stopped, log[-3000:]
-    assert f"resumed from {job.out}: epoch 2, step {stopped[1]}" in log
+    assert f"resumed from {job.out}: epoch {stopped[1]}, step {stopped[2]}" in log
     assert f"job {job.id} (restart 1) on n[1-2]:" in log  # one log (--open-mode=append)
     (record,) = results(job)
-    assert record["steps"] == 2 * 28 and record["steps_this_run"] == 28 - int(stopped[1])
+    done = (int(stopped[1]) - 1) * 28 + int(stopped[2])  # steps before the stop
+    assert record["steps"] == 2 * 28 and record["steps_this_run"] == 2 * 28 - done
     finished(cluster, jobs["torch_ddp"])
     expected = torch.load(jobs["torch_ddp"].out / "model.pt", weights_only=True)
     got = torch.load(job.out / "model.pt", weights_only=True)
