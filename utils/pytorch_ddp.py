@@ -103,8 +103,10 @@ _GATHER_SCATTER = {
 
 
 def collectives(events) -> list[tuple[str, int]]:
-    """The collectives among a `torch.profiler` run's `events()`, in the order they ran, as
-    (kind, elements of the whole tensor). Used in chapters 15 and 17.
+    """The collectives among a `torch.profiler` run's `events()`, in the order they started, as
+    (kind, elements of the whole tensor). Used in chapters 15 and 17. All-reduces that gloo
+    runs at once, on two of its threads, may start in either order: compare their sizes as
+    a multiset, not as a sequence.
 
     c10d records an all-reduce of a list of tensors without their shapes; the backend's own
     event (`gloo:all_reduce`, `nccl:all_reduce`) has them. That event can start after the
