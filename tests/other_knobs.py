@@ -9,6 +9,7 @@ tests/test_notebooks.py checks that each name is a knob of its chapter.
 """
 
 OTHER_KNOBS: dict[str, dict[str, object]] = {
+    "quick_start": {"EPOCHS": 2, "PROCESSES": 3},
     # more epochs, of larger batches: 5 x 31 = 155 steps, past the 150 its 90% check needs
     "01_single_gpu": {"EPOCHS": 5, "BATCH_SIZE": 128, "MATMUL_SHAPE": (1000, 100, 10000)},
     "02_simulating_devices": {"ROWS": 2048, "REPEATS": 3},

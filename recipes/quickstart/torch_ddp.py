@@ -1,0 +1,59 @@
+"""PyTorch DDP, one process per GPU (with fewer GPUs than processes, each process
+trains on the CPU and they talk over gloo):
+
+    torchrun --standalone --nproc_per_node=NUMBER_OF_GPUS torch_ddp.py [--epochs 5]
+"""
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+from sklearn.datasets import load_digits
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=5)
+args = parser.parse_args()
+
+local_rank = int(os.environ["LOCAL_RANK"])  # torchrun tells every process who it is
+if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):  # a GPU each
+    device, backend = torch.device("cuda", local_rank), "nccl"
+    torch.cuda.set_device(device)
+else:
+    device, backend = torch.device("cpu"), "gloo"
+dist.init_process_group(backend)
+rank, processes = dist.get_rank(), dist.get_world_size()
+
+digits = load_digits()  # 1,797 images of 8 x 8 pixels, shipped with scikit-learn
+images = torch.tensor(digits.images[:, None] / 16, dtype=torch.float32)
+labels = torch.tensor(digits.target)
+train = TensorDataset(images[:1500], labels[:1500])
+sampler = DistributedSampler(train, shuffle=True, seed=0)  # each process its share
+loader = DataLoader(train, batch_size=32, sampler=sampler)  # 32 a process and step
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Flatten(), nn.Linear(1152, 10))
+model = DistributedDataParallel(model.to(device))  # averages gradients over processes
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05 * processes, momentum=0.9)
+for epoch in range(1, args.epochs + 1):
+    sampler.set_epoch(epoch)  # a new order every epoch, the same on every process
+    loss_sum = torch.zeros((), device=device)  # over this process's examples
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()  # DDP all-reduces the gradients during the backward pass
+        optimizer.step()
+        loss_sum += loss.detach() * len(y)
+    dist.all_reduce(loss_sum)  # summed over every process
+    if rank == 0:  # the sampler gives each process len(sampler) examples an epoch
+        print(f"epoch {epoch}: loss {loss_sum / (len(sampler) * processes):.3f}")
+if rank == 0:
+    with torch.no_grad():  # the test digits, on rank 0 alone: not through DDP
+        right = model.module(images[1500:].to(device)).argmax(1).cpu() == labels[1500:]
+    accuracy = right.float().mean()
+    print(f"{processes} processes on {device.type}: test accuracy {accuracy:.3f}")
+dist.destroy_process_group()

@@ -1,0 +1,51 @@
+"""The quick start's three programs: the files under recipes/quickstart/ are what its page
+shows and runs, and they are complete (nothing from the book's `utils`). Its cells train
+each of them; tests/test_notebooks.py and nbval check those."""
+
+import ast
+
+import pytest
+
+from tests.helpers import ROOT, code_cells, load_notebook, source
+
+PAGE = "chapters/quick_start.ipynb"
+PROGRAMS = sorted(p.name for p in (ROOT / "recipes" / "quickstart").glob("*.py"))
+
+
+def written_by_the_page() -> dict[str, str]:
+    """The files the quick start writes with %%writefile, by name."""
+    written = {}
+    for cell in code_cells(load_notebook(PAGE)):
+        first, _, rest = source(cell).partition("\n")
+        if first.startswith("%%writefile ") and "-a" not in first.split():
+            written[first.split()[1]] = rest
+    return written
+
+
+def test_the_page_shows_every_program_and_no_other():
+    shown = {name for name in written_by_the_page() if "_own_loss" not in name}
+    assert PROGRAMS == ["keras_jax.py", "keras_mirrored.py", "torch_ddp.py"]
+    assert shown == set(PROGRAMS)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_each_program_is_the_one_on_the_page(name):
+    on_page = written_by_the_page()[name]
+    in_file = (ROOT / "recipes" / "quickstart" / name).read_text()
+    assert on_page.rstrip("\n") == in_file.rstrip("\n"), (
+        f"recipes/quickstart/{name} differs from the quick start's cell: copy the cell "
+        "into the file (or the file into the cell) so that they are the same"
+    )
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_each_program_is_complete(name):
+    tree = ast.parse((ROOT / "recipes" / "quickstart" / name).read_text())
+    imported = {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported.isdisjoint({"utils", "recipes", "data", "tf_common", "transformer"})
+    assert ast.get_docstring(tree).count("\n") >= 2  # says how to run it
