@@ -16,7 +16,8 @@ import time
 from data import append_result, load, split_test, warmup_length  # recipes/data.py, beside it
 
 #: Signals that ask a job to stop soon: Slurm and Kubernetes send SIGTERM some seconds
-#: before they kill a job (Slurm can send SIGUSR1 earlier: sbatch --signal=USR1@120).
+#: before they kill a job. Slurm can send SIGUSR1 earlier, to the batch script
+#: (`sbatch --signal=B:USR1@120`, as recipes/slurm/ does) or, without B:, to the steps.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 

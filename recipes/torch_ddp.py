@@ -26,14 +26,15 @@ Where the book explains each part:
 - the transformer, its operations per step, the share of the device's peak they reach
   (model FLOPs utilisation, MFU) and its peak memory: chapter 19
 
-Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM
-(or SIGUSR1) every process stops after the current step, the checkpoint is saved and the
-processes exit with code 0; torchrun, when it is signalled too, then exits with code 1 and
-a SignalException (the job was stopped, not finished). Give the job at least 30 s to stop
-(Kubernetes' terminationGracePeriodSeconds, Slurm's KillWait). At the end
-rank 0 appends one JSON line to --results; `python results_table.py results.jsonl` compares
-runs (examples or tokens per second, MFU, peak memory). torch_fsdp.py trains the same way
-with the model sharded (chapter 15).
+Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM (or
+SIGUSR1 sent to the processes themselves: torchrun forwards only SIGTERM, SIGINT, SIGHUP and
+SIGQUIT unless --signals-to-handle adds it) every process stops after the current step, the
+checkpoint is saved and the processes exit with code 0; torchrun, when it is signalled too,
+then exits with code 1 and a SignalException (the job was stopped, not finished). Give the
+job at least 30 s to stop (Kubernetes' terminationGracePeriodSeconds, Slurm's KillWait). At
+the end rank 0 appends one JSON line to --results; `python results_table.py results.jsonl`
+compares runs (examples or tokens per second, MFU, peak memory). torch_fsdp.py trains the
+same way with the model sharded (chapter 15).
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from torch.utils.flop_counter import FlopCounterMode
 
 #: Signals that ask a job to stop soon: Slurm and Kubernetes send SIGTERM some seconds
-#: before they kill a job (Slurm can send SIGUSR1 earlier: sbatch --signal=USR1@120).
+#: before they kill a job. Slurm can send SIGUSR1 earlier; under torchrun (which forwards
+#: only SIGTERM, SIGINT, SIGHUP and SIGQUIT by default) send it to the batch script,
+#: `sbatch --signal=B:USR1@120` as recipes/slurm/ does, or add SIGUSR1 to torchrun's
+#: --signals-to-handle: `--signal=USR1@120` alone would kill torchrun outright.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
