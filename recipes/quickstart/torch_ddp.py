@@ -49,7 +49,7 @@ for epoch in range(1, args.epochs + 1):
         optimizer.step()
         loss_sum += loss.detach() * len(y)
     dist.all_reduce(loss_sum)  # summed over every process
-    if rank == 0:  # the sampler gives each process len(sampler) examples an epoch
+    if rank == 0:  # each process had len(sampler) examples (a few twice, if need be)
         print(f"epoch {epoch}: loss {loss_sum / (len(sampler) * processes):.3f}")
 if rank == 0:
     with torch.no_grad():  # the test digits, on rank 0 alone: not through DDP

@@ -1,0 +1,236 @@
+"""Measure the book's GPU paths in one run on one GPU, and record what each step gave.
+
+    python -m tools.gpu_evidence                    # one NVIDIA GPU: about 8 minutes
+    python -m tools.gpu_evidence --dry-run --out D  # a CPU: tiny sizes, every step run
+
+Each step is a program the book ships, started as its own process with a deadline: the
+transformer recipe under DDP and FSDP2 at the recipe's size and at a larger one (bfloat16),
+the CNN recipe as in recipes/measured/, and the quick start's three programs that run
+without TensorFlow. A step that fails is recorded with its error, and the others still run.
+Every step appends one JSON line to OUT/<device>_evidence.jsonl: the step, its command, what
+it printed last or the row its recipe wrote, and the device, driver, CUDA, library versions
+and date. Keras is imported only by a step that needs it; where it is missing, `--wheels
+DIR` installs it (no network) from wheels carried there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+RECIPES = REPOSITORY / "recipes"
+
+# The transformer: the recipe's size, and one large enough to fill a GPU (about 150
+# million weights, sequences of 1,024 tokens); on the dry run both are tiny.
+TRANSFORMER_SIZES = {
+    "recipe size": "--context 128 --width 256 --layers 4 --heads 4 --batch-per-device 64",
+    "large": "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16",
+}
+DRY_TRANSFORMER = "--context 32 --width 64 --layers 2 --heads 2 --batch-per-device 8"
+
+
+def environment() -> dict:
+    """The device, driver, CUDA and library versions, and the date, for every row."""
+    import torch
+
+    found = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+    }
+    if torch.cuda.is_available():
+        found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            query = [smi, "--query-gpu=driver_version", "--format=csv,noheader"]
+            found["driver"] = subprocess.run(
+                query, capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+    for library in ("jax", "keras"):  # read from the installed package, not imported
+        try:
+            found[library] = metadata.version(library)
+        except metadata.PackageNotFoundError:
+            found[library] = None
+    return found
+
+
+def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]:
+    """(name, command, results file or None) for every step, in the order they run."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    one = [*torchrun, "--nproc_per_node=1"]
+    short = (
+        "--max-steps 30 --warmup-steps 3 --num-workers 0 --log-every 5"
+        if dry_run
+        else "--max-steps 300"
+    )
+    text = " --text-bytes 40000" if dry_run else ""
+    planned = []
+    for size, flags in TRANSFORMER_SIZES.items():
+        flags = DRY_TRANSFORMER if dry_run else flags
+        for recipe in ("torch_ddp", "torch_fsdp"):
+            name = f"transformer {size}, {recipe}"
+            results = work / f"{recipe}-{size.replace(' ', '-')}.jsonl"
+            arguments = f"--model transformer --epochs 1 --precision bf16 {flags} {short}{text}"
+            planned.append(
+                (
+                    name,
+                    [
+                        *one,
+                        str(RECIPES / f"{recipe}.py"),
+                        *arguments.split(),
+                        "--out",
+                        str(work / name.replace(" ", "-")),
+                        "--results",
+                        str(results),
+                    ],
+                    results,
+                )
+            )
+    cnn_epochs = "--epochs 1 --limit-examples 640 --num-workers 0" if dry_run else "--epochs 5"
+    for recipe, precision in (("torch_ddp", "fp32"), ("torch_ddp", "bf16"), ("torch_fsdp", "bf16")):
+        name = f"CNN, {recipe}, {precision}"
+        results = work / f"cnn-{recipe}-{precision}.jsonl"
+        planned.append(
+            (
+                name,
+                [
+                    *one,
+                    str(RECIPES / f"{recipe}.py"),
+                    *cnn_epochs.split(),
+                    "--precision",
+                    precision,
+                    "--out",
+                    str(work / name.replace(" ", "-").replace(",", "")),
+                    "--results",
+                    str(results),
+                ],
+                results,
+            )
+        )
+    epochs = ["--epochs", "1" if dry_run else "5"]
+    quick = RECIPES / "quickstart"
+    planned.append(("quick start, PyTorch DDP", [*one, str(quick / "torch_ddp.py"), *epochs], None))
+    planned.append(
+        (
+            "quick start, Keras 3 on JAX",
+            [sys.executable, str(quick / "keras_jax.py"), *epochs],
+            None,
+        )
+    )
+    return planned
+
+
+def install_keras(wheels: Path) -> str:
+    """Install Keras from the wheels in `wheels` (no network); what pip said last."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            "keras",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return (done.stdout + done.stderr).strip().splitlines()[-1]
+
+
+def run_step(command: list[str], results: Path | None, timeout_s: float) -> dict:
+    """Run one step; what it gave: its recipe's row, or the lines it printed last."""
+    tick = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, cwd=REPOSITORY
+        )
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"stopped after {timeout_s:.0f} s"}
+    outcome = {"wall_s": round(time.perf_counter() - tick, 1)}
+    printed = (done.stdout + done.stderr).strip().splitlines()
+    if done.returncode != 0:
+        errors = [line for line in printed if re.search(r"Error|error:|SystemExit", line)]
+        return {**outcome, "ok": False, "error": (errors or printed or ["no output"])[-1]}
+    if results is not None:  # a recipe: its row, and the losses it logged as it trained
+        rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+        logged = re.findall(r"step \d+/\d+ loss ([\d.]+)", "\n".join(printed))
+        losses = [float(loss) for loss in logged]
+        return {**outcome, "ok": True, "result": rows[-1], "logged_losses": losses}
+    return {
+        **outcome,
+        "ok": True,
+        "printed": [line for line in printed if "epoch" in line or "accuracy" in line][-6:],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="tiny sizes and a few steps, to check every step on a CPU",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(RECIPES / "measured"),
+        help="folder for <device>_evidence.jsonl (default: recipes/measured)",
+    )
+    parser.add_argument("--wheels", help="folder of wheels to install Keras from, if missing")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds a step may take")
+    parser.add_argument("--only", help="run only the steps whose name contains this text")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if not args.dry_run and not torch.cuda.is_available():
+        raise SystemExit("no GPU here: run with --dry-run to check the steps on a CPU.")
+    found = environment()
+    if found["keras"] is None and args.wheels:
+        found["keras install"] = install_keras(Path(args.wheels))
+        found["keras"] = environment()["keras"]
+    slug = re.sub(r"[^a-z0-9]+", "_", found["device_name"].lower()).strip("_")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / f"{slug}_evidence.jsonl"
+    with tempfile.TemporaryDirectory(prefix="gpu-evidence-") as work:
+        for name, command, results in steps(args.dry_run, Path(work)):
+            if args.only and args.only not in name:
+                continue
+            outcome = run_step(command, results, args.timeout)
+            shown = [
+                str(Path(part).relative_to(REPOSITORY))
+                if part.startswith(str(REPOSITORY))
+                else part
+                for part in command[1:]
+            ]
+            row = {
+                "step": name,
+                "command": " ".join(["python", *shown]),
+                **outcome,
+                "dry_run": args.dry_run,
+                **found,
+            }
+            with record.open("a") as file:
+                file.write(json.dumps(row) + "\n")
+            print(f"{name}: {'ok' if outcome['ok'] else 'FAILED: ' + outcome['error']}", flush=True)
+    print(f"recorded in {record}")
+
+
+if __name__ == "__main__":
+    main()
