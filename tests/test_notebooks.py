@@ -16,18 +16,38 @@ REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
-def test_first_code_cell_sets_up_devices_before_tensorflow(path):
-    """A chapter whose kernel uses TensorFlow sets its devices up first; one that runs
-    TensorFlow only in programs it writes and starts (the quick start) needs no setup."""
-    cells = code_cells(load_notebook(path))
-    setup = source(cells[0])
-    in_kernel = [source(c) for c in cells if not source(c).startswith("%%writefile")]
-    if any(re.search(r"import (tensorflow|keras)|setup_devices\(", s) for s in in_kernel):
-        assert "setup_devices(" in setup
-    before = setup.split("setup_devices(")[0]
-    assert "import tensorflow" not in before and "import keras" not in before
-    assert re.findall(r'repository = "(.*)"', setup) == [REPOSITORY_URL]
-    assert "!git clone --quiet --depth 1 {repository} " in setup
+def test_devices_are_set_up_before_tensorflow_starts(path):
+    """A chapter that distributes TensorFlow over devices sets them up with setup_devices()
+    before anything imports TensorFlow or Keras; one that never does (a PyTorch chapter, the
+    quick start, whose programs run in processes of their own) needs no such call."""
+    cells = [source(c) for c in code_cells(load_notebook(path))]
+    in_kernel = "\n".join(s for s in cells if not s.startswith("%%writefile"))
+    if re.search(r"tf\.distribute\.|DEVICES\b", in_kernel):
+        assert "setup_devices(" in in_kernel
+    before = in_kernel.split("setup_devices(")[0] if "setup_devices(" in in_kernel else ""
+    assert not re.search(r"import (tensorflow|keras)", before)
+    assert re.findall(r'repository = "(.*)"', cells[0]) == [REPOSITORY_URL]
+    assert "!git clone --quiet --depth 1 {repository} " in cells[0]
+
+
+#: Chapters whose lessons are PyTorch: their setup starts PyTorch, not TensorFlow; a section
+#: that compares with TensorFlow imports it there.
+PYTORCH_CHAPTERS = [
+    "06_pytorch_dp_ddp",
+    "09_processes_and_machines",
+    "14_sharded_data_parallelism",
+    "15_fsdp2_and_sharded_checkpoints",
+    "17_inside_one_step",
+    "18_timeline_cost_and_compression",
+    "19_transformer_compute_and_memory",
+]
+
+
+@pytest.mark.parametrize("name", PYTORCH_CHAPTERS)
+def test_pytorch_chapters_set_up_pytorch_not_tensorflow(name):
+    setup = source(code_cells(load_notebook(f"chapters/{name}.ipynb"))[0])
+    assert "import torch" in setup and "torch.manual_seed(" in setup
+    assert not re.search(r"import (tensorflow|keras)|setup_devices", setup)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
