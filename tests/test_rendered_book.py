@@ -161,3 +161,92 @@ def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_na
             assert not tables, f"at {width} px, tables wider than the page: {tables}"
     finally:
         page.set_viewport_size(LAPTOP_SCREEN)
+
+
+def _calculator_grid(presets: dict) -> list[dict]:
+    """The calculator's inputs over every preset, GPU count, sharding, precision, optimizer,
+    recomputation and two GPUs, with its default assumptions."""
+    import itertools
+
+    from utils.sizing import SHARDED
+
+    grid = []
+    for preset, gpus, stage, precision, optimizer, recompute, gpu in itertools.product(
+        presets.values(),
+        (1, 8, 64),
+        SHARDED,
+        ("bf16", "fp32"),
+        ("Adam", "SGD with momentum"),
+        (False, True),
+        ("A100 80GB", "H100 SXM"),
+    ):
+        grid.append(
+            {
+                **preset,
+                "gpus": gpus,
+                "stage": stage,
+                "precision": precision,
+                "optimizer": optimizer,
+                "recompute": recompute,
+                "gpu": gpu,
+                "mfu": 0.4,
+                "busBandwidth": 370e9,
+                "latency": 10e-6,
+                "margin": 0.1,
+            }
+        )
+    return grid
+
+
+def test_the_calculator_gives_the_books_formulas(opened):
+    """_static/calculator.js against utils.sizing, over a grid of inputs in Chromium."""
+    from utils.sizing import calculate
+
+    page = opened("before_you_rent_gpus")
+    grid = _calculator_grid(page.evaluate("window.bookCalculator.PRESETS"))
+    answers = page.evaluate("grid => grid.map(window.bookCalculator.calculate)", grid)
+    for inputs, js in zip(grid, answers, strict=True):
+        python = calculate(inputs)
+        assert js["parameters"] == python["parameters"] and js["fits"] == python["fits"]
+        assert js["memory"] == pytest.approx(python["memory"], rel=1e-12), inputs
+        step = {k: v for k, v in python["step"].items() if k != "hidden"}
+        assert {k: js["step"][k] for k in step} == pytest.approx(step, rel=1e-12), inputs
+        assert js["step"]["hidden"] == python["step"]["hidden"]
+        assert js["unitsPerSecond"] == pytest.approx(python["unitsPerSecond"], rel=1e-12)
+    assert len(answers) == 768
+
+
+def test_the_calculator_answers_bad_input_with_a_message(opened):
+    """The form itself: a preset fills it and its total is Python's; a width the heads do
+    not divide, zero GPUs or an empty batch get a message, never a NaN."""
+    from utils.sizing import calculate
+
+    page = opened("before_you_rent_gpus")
+    page.select_option('[name="preset"]', "7B-shaped (32 x 4,096)")
+    shown = float(
+        page.get_attribute(".calculator-memory tr:last-child td[data-bytes]", "data-bytes")
+    )
+    preset = page.evaluate("window.bookCalculator.PRESETS['7B-shaped (32 x 4,096)']")
+    inputs = {
+        **preset,
+        "gpus": 8,
+        "stage": "replicated",
+        "precision": "bf16",
+        "optimizer": "Adam",
+        "recompute": False,
+        "gpu": "H100 SXM",
+        "mfu": 0.4,
+        "busBandwidth": 370e9,
+        "latency": 10e-6,
+        "margin": 0.1,
+    }
+    assert shown == pytest.approx(calculate(inputs)["total"], rel=1e-12)
+    for field, value, message in (
+        ("width", "4001", "not divisible by heads"),
+        ("gpus", "0", "gpus must be a whole number"),
+        ("batch", "", "batch must be a whole number"),
+    ):
+        page.fill(f'[name="{field}"]', value)
+        assert message in page.inner_text(".calculator-output")
+        assert "NaN" not in page.inner_text("#gpu-calculator")
+        page.select_option('[name="preset"]', "7B-shaped (32 x 4,096)")  # whole again
