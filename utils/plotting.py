@@ -873,13 +873,17 @@ def draw_bucket_order(events: Sequence[str], buckets: Sequence[Sequence[int]], s
         raise ValueError(
             "draw_bucket_order: no 'gradient i ready' or bucket event to draw."
         )
-    columns = min(len(shown), _BOXES_PER_ROW)
-    rows = -(-len(shown) // _BOXES_PER_ROW)
-    figure, axis = plt.subplots(figsize=(1.25 * columns + 0.8, 2.3 * rows + 0.2))
-    axis.set(xlim=(-0.7, columns - 0.3), ylim=(-1.6 - 3.0 * (rows - 1), 1.0))
+    # One timeline: a column per gradient as it became ready, and each bucket's all-reduce
+    # under the gradient that completed it (the moment it started).
+    columns, column = [], -1
+    for event in shown:
+        column += event.endswith(" ready")
+        columns.append(max(column, 0))
+    width = columns[-1] + 1
+    figure, axis = plt.subplots(figsize=(1.25 * width + 0.8, 2.5))
+    axis.set(xlim=(-0.7, width - 0.3), ylim=(-1.6, 1.0))
     axis.axis("off")
-    for position, event in enumerate(shown):
-        column, row = position % _BOXES_PER_ROW, position // _BOXES_PER_ROW
+    for column, event in zip(columns, shown):
         words = event.split()
         if event.endswith(" ready"):
             index = int(words[1])
@@ -889,20 +893,18 @@ def draw_bucket_order(events: Sequence[str], buckets: Sequence[Sequence[int]], s
             bucket = int(words[2])
             colours = palette[bucket % len(palette)]
             text, y = f"bucket {bucket}\nall-reduce", -1.0
-        _box(axis, column, y - 3.0 * row, text, colours, fontsize=9)
-    for row in range(rows):
-        top = -3.0 * row
-        grey = {"fontsize": 9, "color": "#555555"}
-        axis.text(-0.65, top + 0.85, "backward: gradients ready", **grey)
-        axis.text(-0.65, top - 0.45, "all-reduces started", **grey)
-        axis.annotate(
-            "order of events",
-            xy=(columns - 0.5, top - 1.5),
-            xytext=(-0.5, top - 1.5),
-            arrowprops=_ARROW,
-            fontsize=9,
-            va="center",
-        )
+        _box(axis, column, y, text, colours, fontsize=9)
+    grey = {"fontsize": 9, "color": "#555555"}
+    axis.text(-0.65, 0.85, "backward: gradients ready", **grey)
+    axis.text(-0.65, -0.45, "all-reduces started", **grey)
+    axis.annotate(
+        "time",
+        xy=(width - 0.5, -1.5),
+        xytext=(-0.5, -1.5),
+        arrowprops=_ARROW,
+        fontsize=9,
+        va="center",
+    )
     figure.tight_layout()
     return figure
 
