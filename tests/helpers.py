@@ -120,3 +120,19 @@ def toc_pages() -> list[str]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     parts = toc.get("parts", [{"chapters": toc.get("chapters", [])}])
     return [entry["file"] for part in parts for entry in part["chapters"]]
+
+
+def import_recipe(name: str):
+    """A recipe's module (recipes/NAME.py), imported as its launcher would: with recipes/
+    first on the path, for the files beside it that it imports."""
+    import importlib.util
+
+    recipes = ROOT / "recipes"
+    sys.path.insert(0, str(recipes))
+    try:
+        spec = importlib.util.spec_from_file_location(name, recipes / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(recipes))

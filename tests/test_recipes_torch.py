@@ -2,7 +2,6 @@
 sizes): they train, report, stop cleanly on SIGTERM and resume exactly, and refuse a wrong
 launch with one clear line; and recipes/results_table.py reads what they write."""
 
-import importlib.util
 import json
 import os
 import re
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, import_recipe
 from utils.launch import TORCHRUN, child_environment, run_processes
 
 RECIPES = ROOT / "recipes"
@@ -237,15 +236,8 @@ def test_a_wrong_launch_gets_one_clear_line(args, env, message):
 
 
 def _recipe(name: str):
-    """A recipe's module, imported as its launcher would (recipes/ first on the path)."""
-    sys.path.insert(0, str(RECIPES))
-    try:
-        spec = importlib.util.spec_from_file_location(name, RECIPES / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(RECIPES))
+    """A recipe's module, imported as its launcher would."""
+    return import_recipe(name)
 
 
 def test_more_processes_than_gpus_is_refused(monkeypatch):
