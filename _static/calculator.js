@@ -17,6 +17,8 @@
     "fp32|Adam": { "weights": 4, "gradients": 4, "optimizer state": 8 },
     "bf16|SGD with momentum": { "weights": 2, "gradients": 2, "optimizer state": 8 },
     "bf16|Adam": { "weights": 2, "gradients": 2, "optimizer state": 12 },
+    "autocast|SGD with momentum": { "weights": 4, "gradients": 4, "optimizer state": 4 },
+    "autocast|Adam": { "weights": 4, "gradients": 4, "optimizer state": 8 },
   };
   const GPUS = {
     "T4": [16, null, 8.1e12],
@@ -31,7 +33,8 @@
     "replicated": "DDP (a whole copy on every GPU)",
     "ZeRO-3 / FSDP": "FSDP (ZeRO-3)",
     "any": "any model",
-    "bf16": "bfloat16 mixed",
+    "bf16": "bfloat16 mixed (ZeRO's layout)",
+    "autocast": "bfloat16 autocast (float32 weights)",
     "fp32": "float32",
   };
   // The presets: the book's CNN (counted in tests/test_sizing.py), the recipes' transformer,
@@ -75,16 +78,18 @@
     for (const kind of ["weights", "gradients", "optimizer state"]) {
       held[kind] = parameters * sizes[kind] / (STAGES[stage].includes(kind) ? gpus : 1);
     }
+    held["DDP's buckets"] = stage === "replicated" ? held["gradients"] : 0;
     held["activations"] = activationBytes;
     return held;
   }
 
   function stepTime(flopsPerExample, examples, gpus, peak, mfu, gradientBytes, stage,
-    busBandwidth, latency) {
-    const compute = flopsPerExample * examples / (mfu * peak);
+    busBandwidth, latency, recompute) {
+    const plain = flopsPerExample * examples / (mfu * peak);
+    const compute = recompute ? plain * 4 / 3 : plain;
     const traffic = gradientBytes * TRAFFIC[stage];
     const communication = 2 * (gpus - 1) * (traffic / (gpus * busBandwidth) + latency);
-    const backward = 2 * compute / 3;
+    const backward = compute - plain / 3;
     return {
       compute_s: compute,
       communication_s: communication,
@@ -118,10 +123,10 @@
     if (!(i.latency >= 0)) return { error: "latency must be 0 or more." };
     if (!(i.gpu in GPUS)) return { error: `unknown GPU ${i.gpu}.` };
     const [, bf16Peak, fp32Peak] = GPUS[i.gpu];
-    const peak = i.precision === "bf16" ? bf16Peak : fp32Peak;
+    const peak = i.precision === "fp32" ? fp32Peak : bf16Peak;
     if (peak === null) return { error: `the ${i.gpu} has no bfloat16: choose fp32.` };
     let parameters, flopsPerExample, activationBytes, tokens;
-    const valueBytes = i.precision === "bf16" ? 2 : 4;
+    const valueBytes = i.precision === "fp32" ? 4 : 2;
     if (i.kind === "transformer") {
       parameters = transformerParameters(i.layers, i.width, i.vocabulary, i.context);
       flopsPerExample = transformerFlopsPerToken(i.layers, i.width, i.vocabulary, i.context)
@@ -142,7 +147,11 @@
     for (const [name, [gb]] of Object.entries(GPUS)) fits[name] = total <= (1 - i.margin) * gb * 1e9;
     const gradientBytes = parameters * BYTES_PER_PARAMETER[i.precision + "|" + i.optimizer].gradients;
     const step = stepTime(flopsPerExample, i.batch, i.gpus, peak, i.mfu, gradientBytes, i.stage,
-      i.busBandwidth, i.latency);
+      i.busBandwidth, i.latency, i.kind === "transformer" && i.recompute);
+    const finite = [parameters, total, step.compute_s, step.communication_s, step.step_s];
+    if (!finite.every(Number.isFinite) || !(step.step_s > 0)) {
+      return { error: "these numbers are too large or too small to compute: check each field." };
+    }
     return {
       parameters, memory, total, fits, step,
       unitsPerSecond: i.batch * tokens / step.step_s,
@@ -160,7 +169,7 @@
     ["activationBytes", "saved activations per example, bytes in float32", "number"],
     ["batch", "batch per GPU (sequences or examples)", "number"],
     ["gpus", "GPUs", "number"],
-    ["precision", "precision", "select", ["bf16", "fp32"]],
+    ["precision", "precision", "select", ["bf16", "autocast", "fp32"]],
     ["optimizer", "optimizer", "select", ["Adam", "SGD with momentum"]],
     ["stage", "sharding", "select", Object.keys(STAGES)],
     ["recompute", "recompute activations (transformer)", "checkbox"],

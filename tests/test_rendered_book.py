@@ -175,7 +175,7 @@ def _calculator_grid(presets: dict) -> list[dict]:
         presets.values(),
         (1, 8, 64),
         SHARDED,
-        ("bf16", "fp32"),
+        ("bf16", "autocast", "fp32"),
         ("Adam", "SGD with momentum"),
         (False, True),
         ("A100 80GB", "H100 SXM"),
@@ -213,7 +213,7 @@ def test_the_calculator_gives_the_books_formulas(opened):
         assert {k: js["step"][k] for k in step} == pytest.approx(step, rel=1e-12), inputs
         assert js["step"]["hidden"] == python["step"]["hidden"]
         assert js["unitsPerSecond"] == pytest.approx(python["unitsPerSecond"], rel=1e-12)
-    assert len(answers) == 768
+    assert len(answers) == 1152
 
 
 def test_the_calculator_answers_bad_input_with_a_message(opened):
@@ -245,6 +245,7 @@ def test_the_calculator_answers_bad_input_with_a_message(opened):
         ("width", "4001", "not divisible by heads"),
         ("gpus", "0", "gpus must be a whole number"),
         ("batch", "", "batch must be a whole number"),
+        ("gpus", "1e308", "too large or too small"),
     ):
         page.fill(f'[name="{field}"]', value)
         assert message in page.inner_text(".calculator-output")

@@ -107,10 +107,10 @@ def test_sharding_divides_what_each_stage_splits():
         stage: sizing.memory_per_gpu(7 * 10**9, 8, stage, "bf16", "Adam", 0)
         for stage in sizing.SHARDED
     }
-    assert sum(held["replicated"].values()) == 16 * 7e9
+    assert sum(held["replicated"].values()) == (16 + 2) * 7e9  # and DDP's buckets
     assert held["ZeRO-1"]["optimizer state"] == 12 * 7e9 / 8
     assert held["ZeRO-2"]["gradients"] == 2 * 7e9 / 8
-    assert sum(held["ZeRO-3 / FSDP"].values()) == 16 * 7e9 / 8
+    assert sum(held["ZeRO-3 / FSDP"].values()) == 16 * 7e9 / 8  # no buckets
 
 
 def test_one_gpu_sends_nothing_and_fsdp_sends_half_as_much_again():

@@ -1,6 +1,6 @@
 """Before you rent GPUs: the memory and the step time of a data-parallel run, from the
 book's own formulas (the page before_you_rent_gpus.md; its calculator, _static/calculator.js,
-is written from these functions and tests/test_sizing.py checks the two agree).
+is written from these functions, and tests/test_rendered_book.py checks that the two agree).
 
 - What each GPU holds of weights, gradients and optimizer state under DDP, ZeRO-1, ZeRO-2
   and FSDP: chapter 14's `bytes_per_device`.
@@ -20,13 +20,20 @@ from utils.checks import check_int, check_positive
 from utils.sharding import MIXED_PRECISION_ADAM, SHARDED, bytes_per_device
 
 #: Bytes per parameter of weights, gradients and optimizer state, by precision and
-#: optimizer. bfloat16 mixed precision keeps ZeRO's layout: 16-bit weights and gradients
-#: and, in float32, a master copy of the weights and the optimizer's moments.
+#: optimizer. "bf16" keeps ZeRO's layout: 16-bit weights and gradients and, in float32, a
+#: master copy of the weights and the optimizer's moments. "autocast" is PyTorch's
+#: autocast, as the recipes train: float32 weights, gradients and state, bfloat16 compute.
 BYTES_PER_PARAMETER = {
     ("fp32", "SGD with momentum"): {"weights": 4, "gradients": 4, "optimizer state": 4},
     ("fp32", "Adam"): {"weights": 4, "gradients": 4, "optimizer state": 8},
     ("bf16", "SGD with momentum"): {"weights": 2, "gradients": 2, "optimizer state": 8},
     ("bf16", "Adam"): MIXED_PRECISION_ADAM,
+    ("autocast", "SGD with momentum"): {
+        "weights": 4,
+        "gradients": 4,
+        "optimizer state": 4,
+    },
+    ("autocast", "Adam"): {"weights": 4, "gradients": 4, "optimizer state": 8},
 }
 
 #: Common GPUs: nominal memory in GB (as NVIDIA names them) and the dense peaks of
@@ -101,7 +108,8 @@ def memory_per_gpu(
     activation_bytes: float,
 ) -> dict[str, float]:
     """Bytes one GPU holds: weights, gradients and optimizer state (sharded as `stage`
-    says) and `activation_bytes` of saved activations."""
+    says), DDP's gradient buckets (a second copy of the gradients, with DDP's default
+    gradient_as_bucket_view=False) and `activation_bytes` of saved activations."""
     if (precision, optimizer) not in BYTES_PER_PARAMETER:
         raise ValueError(
             f"memory_per_gpu: precision {precision!r} with {optimizer!r} is not one of "
@@ -114,7 +122,8 @@ def memory_per_gpu(
     states = bytes_per_device(
         parameters, gpus, stage, BYTES_PER_PARAMETER[(precision, optimizer)]
     )
-    return {**states, "activations": float(activation_bytes)}
+    buckets = states["gradients"] if stage == "replicated" else 0.0
+    return {**states, "DDP's buckets": buckets, "activations": float(activation_bytes)}
 
 
 def step_time(
@@ -127,10 +136,12 @@ def step_time(
     stage: str,
     bus_bandwidth: float,
     latency_s: float,
+    recompute: bool = False,
 ) -> dict[str, float | bool]:
-    """A step's estimate: compute at `mfu` of the peak; the gradients' all-reduce by the
-    ring model (FSDP's traffic 1.5 times); whether it fits in the backward pass (two
-    thirds of the compute); the step, compute plus what does not hide."""
+    """A step's estimate: compute at `mfu` of the peak (a third more with recomputation:
+    each block's forward runs again); the gradients' all-reduce by the ring model (FSDP's
+    traffic 1.5 times); whether it fits in the backward pass (the compute less the forward
+    pass, a third of the operations); the step, compute plus what does not hide."""
     check_int("step_time: examples_per_gpu", examples_per_gpu)
     check_int("step_time: gpus", gpus)
     for name, value in (
@@ -143,10 +154,11 @@ def step_time(
         raise ValueError(
             f"step_time: stage {stage!r} is not one of {', '.join(SHARDED)}."
         )
-    compute = flops_per_example * examples_per_gpu / (mfu * peak_flops)
+    plain = flops_per_example * examples_per_gpu / (mfu * peak_flops)
+    compute = plain * 4 / 3 if recompute else plain
     traffic = gradient_bytes * TRAFFIC[stage]
     communication = 2 * (gpus - 1) * (traffic / (gpus * bus_bandwidth) + latency_s)
-    backward = 2 * compute / 3
+    backward = compute - plain / 3
     return {
         "compute_s": compute,
         "communication_s": communication,
@@ -183,7 +195,11 @@ def calculate(inputs: dict) -> dict:
     per GPU by kind, its total, which GPUs it fits, the step's estimate, and tokens (or
     examples) per second per GPU."""
     i = inputs
-    value_bytes = 2 if i["precision"] == "bf16" else 4
+    if not (0 < i["mfu"] < 1 and 0 < i["margin"] < 1 and i["latency"] >= 0):
+        raise ValueError(
+            "calculate: mfu and margin must lie between 0 and 1, latency >= 0."
+        )
+    value_bytes = 4 if i["precision"] == "fp32" else 2
     if i["kind"] == "transformer":
         shape = (i["layers"], i["width"], i["vocabulary"], i["context"])
         parameters = transformer_parameters(*shape)
@@ -208,7 +224,9 @@ def calculate(inputs: dict) -> dict:
         name: total <= (1 - i["margin"]) * gb * 1e9 for name, (gb, _, _) in GPUS.items()
     }
     _, bf16_peak, fp32_peak = GPUS[i["gpu"]]
-    peak = bf16_peak if i["precision"] == "bf16" else fp32_peak
+    peak = fp32_peak if i["precision"] == "fp32" else bf16_peak
+    if peak is None:
+        raise ValueError(f"calculate: the {i['gpu']} has no bfloat16.")
     gradient_bytes = (
         parameters * BYTES_PER_PARAMETER[(i["precision"], i["optimizer"])]["gradients"]
     )
@@ -222,6 +240,7 @@ def calculate(inputs: dict) -> dict:
         i["stage"],
         i["busBandwidth"],
         i["latency"],
+        recompute=i["kind"] == "transformer" and i["recompute"],
     )
     return {
         "parameters": parameters,
