@@ -6,6 +6,7 @@ dataset lacks importlib_resources: the test shows the failure, then the repair.
 """
 
 import subprocess
+import sys
 
 import pytest
 
@@ -74,3 +75,36 @@ def test_a_failed_repair_says_what_to_install_and_how_offline(monkeypatch, tmp_p
     )
     with pytest.raises(RuntimeError, match="tensorflow-metadata==1.17.3.*PIP_FIND_LINKS"):
         import_tensorflow_datasets(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Detected incompatible Protobuf Gencode/Runtime versions when loading x.proto",
+        "Detected mismatched Protobuf Gencode/Runtime major versions when loading x.proto",
+    ],
+)
+def test_both_protobuf_wordings_call_for_the_repair(monkeypatch, message):
+    """protobuf 5.29.6 and 5.26 to 5.29.5 word the mismatch differently."""
+
+    def version_error(name):
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(tfds_import.importlib, "import_module", version_error)
+    assert tfds_import.WORKING_METADATA in repairs_needed()
+
+
+def test_a_folder_that_holds_the_repair_runs_no_pip(monkeypatch, tmp_path):
+    """The processes a chapter starts find the folder filled and do not run pip again."""
+    for name in ("tensorflow_metadata-1.17.3.dist-info", "importlib_resources-7.1.0.dist-info"):
+        (tmp_path / name).mkdir()
+
+    def no_pip(*args, **kwargs):
+        raise AssertionError("pip ran")
+
+    monkeypatch.setattr(tfds_import.subprocess, "run", no_pip)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    tfds_import._install(
+        [tfds_import.WORKING_METADATA, tfds_import.IMPORTLIB_RESOURCES], tmp_path, 10
+    )
+    assert sys.path[0] == str(tmp_path)
