@@ -17,6 +17,7 @@ import torch
 
 from tests.helpers import ROOT, import_recipe
 from utils.launch import TORCHRUN, child_environment, run_processes
+from utils.sizing import transformer_flops_per_token
 
 RECIPES = ROOT / "recipes"
 CPU = {"CUDA_VISIBLE_DEVICES": ""}  # CPU processes with gloo, even on a GPU machine
@@ -383,13 +384,6 @@ def test_the_transformer_trains_on_the_standard_librarys_sources():
     assert torch.equal(inputs[1, 0], torch.tensor(int(tokens[65])))
 
 
-def _transformer_flops_per_token(context: int, width: int, layers: int) -> int:
-    """Chapter 19's count for one token of a training step: 6 per weight of a matrix
-    product (12 width**2 per block, width x 256 in the output layer, one per byte), plus
-    attention's 12 x layers x context x width."""
-    return 6 * (layers * 12 * width**2 + width * 256) + 12 * layers * context * width
-
-
 def test_the_operations_counted_per_step_are_the_transformers_formula(monkeypatch):
     """training_flops counts, on the meta device, what chapter 19 derives: 6 per weight of
     a matrix product and token, plus attention's 12 x layers x context x width per token
@@ -398,7 +392,7 @@ def test_the_operations_counted_per_step_are_the_transformers_formula(monkeypatc
     monkeypatch.syspath_prepend(str(RECIPES))  # it imports transformer.py as the recipe does
     context, width, layers, batch = 32, 64, 3, 5
     inputs = torch.randint(0, 256, (batch, context))
-    per_token = _transformer_flops_per_token(context, width, layers)
+    per_token = transformer_flops_per_token(layers, width, 256, context)
     args = SimpleNamespace(
         model="transformer", context=context, width=width, layers=layers, heads=4
     )
@@ -437,7 +431,7 @@ def test_the_transformer_trains_and_reports_tokens_and_mfu(recipe, tmp_path):
     assert record["model"] == "transformer" and record["steps"] == 68
     steps_per_s = record["examples_per_s_per_device"] / 8
     assert record["tokens_per_s_per_device"] == pytest.approx(steps_per_s * 8 * 32)
-    per_token = _transformer_flops_per_token(context=32, width=64, layers=2)
+    per_token = transformer_flops_per_token(layers=2, width=64, vocabulary=256, context=32)
     assert record["flops_per_step_per_device"] == 8 * 32 * per_token
     assert record["mfu"] == pytest.approx(
         record["flops_per_step_per_device"] * steps_per_s / record["peak_flops_per_device"]
