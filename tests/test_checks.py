@@ -1,11 +1,12 @@
-"""utils.checks: the one check for counts, for learning rates, and for counts on a command line."""
+"""utils.checks: the one check for counts, for learning rates, for counts on a command line,
+and for a chapter's knobs."""
 
 import argparse
 
 import numpy as np
 import pytest
 
-from utils.checks import check_int, check_positive, positive_int_argument
+from utils.checks import check_int, check_knobs, check_positive, positive_int_argument
 
 
 @pytest.mark.parametrize("value", [1, 8, np.int64(3)])
@@ -39,3 +40,9 @@ def test_a_command_line_count():
     for bad in ("0", "-1", "two", "1.5"):
         with pytest.raises(argparse.ArgumentTypeError, match=f"got {bad!r}"):
             positive_int_argument(bad)
+
+
+def test_knobs_that_work_together_pass_and_others_say_what_to_do():
+    check_knobs(64 <= 1024, "Keep EXAMPLES at least the batch.")
+    with pytest.raises(ValueError, match=r"cannot work together\. Keep EXAMPLES at least"):
+        check_knobs(4096 <= 1024, "Keep EXAMPLES at least the batch.")

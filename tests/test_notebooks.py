@@ -197,12 +197,17 @@ def test_printed_zeros_are_asserted_exact_or_bounded(path):
     """Exactness lives in assertions (tests/output_policy.py). A cell that prints a zero in
     scientific notation either asserts a result `== 0`, and its zero is compared exactly,
     or gives the bound it asserts as its `difference_bound`, and any difference at most that
-    bound matches; a `difference_bound` is always one of the cell's asserted bounds. The
+    bound matches (the assertion may sit in the collapsed cell right after it, the proof
+    behind the page); a `difference_bound` is always one of the cell's asserted bounds. The
     bound holds for the whole cell: each difference it prints must be asserted at most the
     bound or exactly (CONTRIBUTING.md), which a reviewer checks and this test cannot."""
-    for cell in code_cells(load_notebook(path)):
+    cells = code_cells(load_notebook(path))
+    for cell, following in zip(cells, [*cells[1:], None]):
         bound = cell["metadata"].get("difference_bound")
-        bounds, exact = _asserted_comparisons(source(cell))
+        checked = source(cell)
+        if following is not None and "hide-input" in following["metadata"].get("tags", []):
+            checked += "\n" + source(following)  # the proof behind the page, collapsed
+        bounds, exact = _asserted_comparisons(checked)
         if bound is not None:
             assert bound in bounds, f"difference_bound {bound} is not asserted: {bounds}"
         zeros = [

@@ -37,3 +37,11 @@ def positive_int_argument(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"must be a positive integer, got {text!r}"
         ) from None
+
+
+def check_knobs(ok: bool, what_to_do: str) -> None:
+    """Stop a chapter at its first cell when its knobs cannot work together (a batch larger
+    than the data, too few epochs for a section), with `what_to_do`, rather than later with
+    an error about something else."""
+    if not ok:
+        raise ValueError(f"These knob values cannot work together. {what_to_do}")
