@@ -10,6 +10,7 @@ import yaml
 from tests.helpers import NOTEBOOKS, ROOT, code_cells, load_notebook, source
 from tests.other_knobs import OTHER_KNOBS
 from tests.output_policy import printed_numbers
+from tools.chapter_costs import stated_minutes
 from tools.run_chapters import CELL_METADATA, NOTEBOOK_METADATA
 
 REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
@@ -223,3 +224,29 @@ def test_printed_zeros_are_asserted_exact_or_bounded(path):
             and not set(cell["metadata"].get("tags", [])) & {"nbval-ignore-output"}
         ):
             assert exact, f"prints {zeros} but asserts no `== 0`: {source(cell)[:200]}"
+
+
+#: What a reader of the whole book meets (#63, CONTRIBUTING.md "The proof behind the page"):
+#: `assert` lines the pages show, hedges ("we expect", "(not measured)") in the chapters and
+#: pages, and the chapters' stated reading minutes. Lower a limit when the book gets lighter.
+LEAN = {"visible assert lines": 175, "hedges": 20, "reading minutes": 655}
+COLLAPSED = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
+NOT_THE_BOOK = {"README", "CONTRIBUTING"}  # pages for authors, not readers
+
+
+def test_the_book_stays_lean():
+    notebooks = [load_notebook(path) for path in NOTEBOOKS]
+    visible = sum(
+        len(re.findall(r"^\s*assert\b", source(cell), flags=re.MULTILINE))
+        for notebook in notebooks
+        for cell in code_cells(notebook)
+        if not COLLAPSED & set(cell["metadata"].get("tags", []))
+    )
+    pages = [
+        "\n".join(source(c) for c in notebook["cells"] if c["cell_type"] == "markdown")
+        for notebook in notebooks
+    ] + [page.read_text() for page in ROOT.glob("*.md") if page.stem not in NOT_THE_BOOK]
+    hedges = sum(len(re.findall(r"we expect|\(not measured\)", p, re.I)) for p in pages)
+    minutes = sum(stated_minutes(notebook) for notebook in notebooks)
+    weight = {"visible assert lines": visible, "hedges": hedges, "reading minutes": minutes}
+    assert all(weight[k] <= LEAN[k] for k in LEAN), f"{weight}, at most {LEAN}"
