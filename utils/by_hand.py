@@ -15,18 +15,14 @@ from utils.checks import check_int
 def split_and_load(data, devices):
     """Split `data` along its first axis into one part per device; copy each part there.
 
-    When the size is not a multiple of the number of devices, the first parts get one
-    extra row (as `np.array_split` does). Every device must get at least one row.
+    The first parts get one extra row when the rows do not divide evenly.
     """
-    if not devices:
-        raise ValueError("split_and_load: give at least one device.")
     data = tf.convert_to_tensor(data)
     rows = int(data.shape[0])
-    if rows < len(devices):
+    if not devices or rows < len(devices):
         raise ValueError(
-            f"split_and_load: {rows} rows cannot feed {len(devices)} devices; every "
-            "device needs at least one. Use a batch at least as large as the number of "
-            "devices."
+            f"split_and_load: {rows} rows cannot feed {len(devices)} devices; give at "
+            "least one device and a batch at least as large as the number of devices."
         )
     sizes = [len(part) for part in np.array_split(np.arange(rows), len(devices))]
     placed = []
@@ -37,12 +33,7 @@ def split_and_load(data, devices):
 
 
 def all_reduce_sum(tensors):
-    """Naive all-reduce: add all tensors on the first one's device, copy the sum back.
-
-    Each input stays where it is; the result is one copy of the sum on every input's
-    device. Simple, but the first device receives and sends everything: (N-1) full
-    copies each way.
-    """
+    """Naive all-reduce: sum on the first tensor's device, copy the sum back."""
     if not tensors:
         raise ValueError("all_reduce_sum: give at least one tensor.")
     with tf.device(tensors[0].device):
@@ -66,9 +57,7 @@ class Transfer:
 
 
 def ring_schedule(n):
-    """The messages of a ring all-reduce over `n` devices, in order: in each of the n-1
-    reduce-scatter steps device i sends one chunk to device i+1, which adds it to its
-    own; in each of the n-1 all-gather steps the finished chunks travel on around."""
+    """The messages of a ring all-reduce over `n` devices, in order."""
     check_int("ring_schedule: n", n)
     transfers = []
     for step in range(n - 1):
@@ -83,11 +72,7 @@ def ring_schedule(n):
 
 
 def ring_all_reduce(tensors):
-    """All-reduce (sum) by the ring algorithm; returns the sum on every input's device.
-
-    Follows `ring_schedule`: each message is a `tf.identity` of one chunk placed on the
-    target's device, so on real GPUs every device sends and receives the same amount.
-    """
+    """All-reduce (sum) by the ring algorithm: the sum on every input's device."""
     if not tensors:
         raise ValueError("ring_all_reduce: give at least one tensor.")
     shape = tensors[0].shape
