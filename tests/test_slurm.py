@@ -1,9 +1,10 @@
 """The recipes' Slurm batch scripts (recipes/slurm/, issue #53) submitted to a real Slurm
 cluster that the test starts on this machine, as root, in a temporary folder: munged,
 slurmctld and two slurmd (nodes n1 and n2, one CPU process each). Every script trains and
-reports; a torch_ddp job preempted mid-run (`scontrol requeue`) and a torch_fsdp job
-signalled as 120 s before its time limit both come back and end, on CPUs with
---deterministic, with the weights of an uninterrupted run. Skipped where Slurm is not
+reports; a torch_ddp job preempted mid-run (`scontrol requeue`), whose checkpoint takes
+SLOW_SAVE_S seconds to save, and a torch_fsdp job signalled as 120 s before its time limit
+both come back and end, on CPUs with --deterministic, with the weights of an uninterrupted
+run. Skipped where Slurm is not
 installed (or no namespace can be made), except in CI (CI set), which installs it (.ci/run).
 
 Without Slurm (unmarked, bash only): the scripts' GPU branch and their stop-then-requeue on
@@ -55,6 +56,27 @@ MID_RUN = "epoch 2 step 1/"  # what the PyTorch recipes log at epoch 2's first s
 #: the steps): sent at the first step, so that a loaded machine cannot finish the run first
 EARLY = "epoch 1 step 1/"
 DEADLINE_S = 300  # for a job; the jobs run side by side, so the CPUs are shared
+#: A stand-in for a slow file system, on the requeued job's PYTHONPATH: in the job's first
+#: run, a rename over an existing checkpoint.pt (the save after the stop signal; the first
+#: save has none to replace) takes SLOW_SAVE_S seconds. srun is signalled with the job's
+#: processes and turns that SIGTERM into a SIGKILL of its tasks: a save of milliseconds
+#: would end before it whether or not it reaches them.
+SLOW_SAVE_S = 8
+SLOW_SAVE = """import os, sys, time
+
+_replace = os.replace
+
+
+def _slow_replace(source, destination, *args, **kwargs):
+    if os.path.basename(destination) == "checkpoint.pt" and os.path.exists(destination):
+        print(f"slow save: {os.environ['SLOW_SAVE_S']} s", file=sys.stderr, flush=True)
+        time.sleep(float(os.environ["SLOW_SAVE_S"]))
+    return _replace(source, destination, *args, **kwargs)
+
+
+if os.environ.get("SLURM_RESTART_COUNT", "0") == "0":
+    os.replace = _slow_replace
+"""
 
 
 def processes_with(variable: str) -> list[int]:
@@ -320,10 +342,17 @@ SUBMITTED = {
 @pytest.fixture(scope="module")
 def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
     """Every script submitted at once. Mid-run, `preempted` is requeued as a preemption
-    requeues it (at epoch 2's first step), and `time_limit`'s batch script gets the USR1
-    that --signal=B:USR1@120 sends 120 s before the time limit (at the first step)."""
+    requeues it (at epoch 2's first step), its save then slowed by SLOW_SAVE, and
+    `time_limit`'s batch script gets the USR1 that --signal=B:USR1@120 sends 120 s before
+    the time limit (at the first step)."""
     folder, jobs = tmp_path_factory.mktemp("jobs"), {}
+    slow = folder / "slow-save"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_SAVE)
+    python_path = os.pathsep.join(filter(None, [str(slow), os.environ.get("PYTHONPATH")]))
+    slowed = f"--export=ALL,PYTHONPATH={python_path},SLOW_SAVE_S={SLOW_SAVE_S}"
     for name, (script, options, args) in SUBMITTED.items():
+        options = [*options, slowed] if name == "preempted" else options
         log, out, results = folder / f"{name}.log", folder / name, folder / f"{name}.jsonl"
         paths = ["--out", str(out), "--results", str(results)]
         job_id = cluster.submit([*CPU_JOB, f"--output={log}", *options], script, [*args, *paths])
@@ -391,8 +420,10 @@ def test_each_script_trains_on_two_nodes_and_reports(cluster, jobs, name):
 @pytest.mark.full  # a Slurm cluster and real jobs: the full proof (CONTRIBUTING.md)
 @pytest.mark.parametrize("name", ["preempted", "time_limit"])
 def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, jobs, name):
-    """Requeued, the job's processes got SIGTERM, saved after their step and exited; the
-    job ran its script again (same id, same --out) and resumed there. On CPUs with
+    """Requeued, the job's processes got SIGTERM, saved after their step and exited (the
+    preempted job's save taking SLOW_SAVE_S seconds, while srun, signalled too, turns the
+    SIGTERM into a SIGKILL of its tasks); the job ran its script again (same id, same --out)
+    and resumed there. On CPUs with
     --deterministic and two processes the weights are an uninterrupted run's, bit for bit
     (tests/test_recipes_torch.py says why), FSDP's as DDP's."""
     job = jobs[name]
@@ -404,6 +435,8 @@ def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, 
         assert stopping < log.index("stop signal: checkpoint saved") < requeueing, log[-3000:]
     stopped = re.search(r"stop signal: checkpoint saved after epoch (\d) step (\d+)", log)
     assert stopped, log[-3000:]
+    if name == "preempted":  # the slow save ran, and ended before the processes did
+        assert log.index(f"slow save: {SLOW_SAVE_S} s") < stopped.start(), log[-3000:]
     assert f"resumed from {job.out}: epoch {stopped[1]}, step {stopped[2]}" in log
     assert f"job {job.id} (restart 1) on n[1-2]:" in log  # one log (--open-mode=append)
     (record,) = results(job)
