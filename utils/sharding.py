@@ -10,9 +10,9 @@ from torch import nn
 from utils.checks import check_int
 from utils.pytorch_ddp import make_model, step_batches
 
-#: What each device keeps, from ZeRO's paper (Rajbhandari et al., 2020): mixed-precision
-#: Adam holds 16-bit weights and gradients (2 bytes each per parameter) and, in float32,
-#: a master copy of the weights and Adam's two moments (12 bytes).
+#: What each device keeps, from ZeRO's paper: mixed-precision Adam holds 16-bit weights
+#: and gradients (2 bytes each per parameter) and, in float32, a master copy of the
+#: weights and Adam's two moments (12 bytes).
 MIXED_PRECISION_ADAM = {"weights": 2, "gradients": 2, "optimizer state": 12}
 
 #: Which of the three kinds of state each stage splits over the devices.
@@ -27,20 +27,26 @@ SHARDED = {
 def bytes_per_device(
     parameters, devices, stage, bytes_per_parameter=MIXED_PRECISION_ADAM
 ):
-    """The bytes of weights, gradients and optimizer state one device holds when a model
-    of `parameters` parameters trains on `devices` devices under `stage` (a key of
-    SHARDED); activations and buffers come on top. A sharded kind takes 1/devices of its
-    bytes on each device."""
+    """The bytes of weights, gradients and optimizer state one device holds under
+    `stage` (a key of SHARDED); activations and buffers come on top."""
+    check_bytes_per_device_arguments(parameters, devices, stage)
+    return {
+        kind: parameters * size / (devices if kind in SHARDED[stage] else 1)
+        for kind, size in bytes_per_parameter.items()
+    }
+
+
+# The argument checks of bytes_per_device: whole counts, and a stage SHARDED knows.
+
+
+def check_bytes_per_device_arguments(parameters, devices, stage):
+    """Raise a ValueError that names the argument of bytes_per_device that is wrong."""
     check_int("bytes_per_device: parameters", parameters)
     check_int("bytes_per_device: devices", devices)
     if stage not in SHARDED:
         raise ValueError(
             f"bytes_per_device: stage {stage!r} is not one of {', '.join(SHARDED)}."
         )
-    return {
-        kind: parameters * size / (devices if kind in SHARDED[stage] else 1)
-        for kind, size in bytes_per_parameter.items()
-    }
 
 
 def batch_loss(model, data, indices, device):
@@ -49,6 +55,9 @@ def batch_loss(model, data, indices, device):
     return nn.functional.cross_entropy(
         model(images[indices].to(device)), labels[indices].to(device)
     )
+
+
+# The reference: one process, Adam in float64, on the same batches.
 
 
 def train_adam_one_process(data, *, global_batch, steps, lr, seed):
