@@ -11,9 +11,8 @@ from utils.ddp_reference import ddp_device
 
 
 def join_process_group(rank, world_size, port):
-    """Join the process group through a store on this machine's `port`, hosted by rank
-    0, and return this process's device: a GPU each and NCCL when there are enough,
-    else the CPU and gloo (`ddp_device`, chapter 6)."""
+    """Join the process group at a store rank 0 hosts on `port`; return this process's
+    device: a GPU and NCCL when there are enough, else the CPU and gloo (chapter 6)."""
     device, backend = ddp_device(rank, world_size)
     if device.type == "cuda":
         torch.cuda.set_device(device)
