@@ -51,10 +51,10 @@ def written_names(notebook) -> list[str]:
 
 
 def ruff_settings(names: list[str]) -> list[str]:
-    """ruff's options for files named `names`: the chapters' settings, with `utils` and the
-    chapter's own files as first-party imports; a program may set environment variables
-    before its imports (E402)."""
-    first_party = ["utils", *(Path(name).stem for name in names)]
+    """ruff's options for files named `names`: the chapters' settings, with `utils`,
+    `recipes` and the chapter's own files as first-party imports; a program may set
+    environment variables before its imports (E402)."""
+    first_party = ["utils", "recipes", *(Path(name).stem for name in names)]
     return [
         "--config",
         str(REPOSITORY / "chapters" / "ruff.toml"),
