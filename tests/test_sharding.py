@@ -121,7 +121,11 @@ def test_fsdp2_transformer_and_a_restore_on_another_world_size(tmp_path, monkeyp
     arguments = (2, free_ports(1)[0], data_file, str(tmp_path), run)
     run_ranks(fsdp.fsdp_worker, 2, arguments, timeout_s=120)
     saved = torch.load(tmp_path / "fsdp.pt")
+    torch.manual_seed(0)  # on CPUs rank 0 builds the model from the seed, not per shard
     model = CharTransformer(**shape).double()
+    fresh = model.state_dict()
+    assert all(torch.equal(saved["start"][name], w) for name, w in fresh.items())
+    assert not torch.equal(*saved["start"]["blocks.0.attention.qkv.weight"].chunk(2))
     model.load_state_dict(saved["start"])
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     norms = []
