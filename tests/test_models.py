@@ -17,5 +17,5 @@ def test_resnet50_parameter_count_that_chapter_9_states():
     """Chapter 9's all-reduce table sizes ResNet-50 with a constant instead of building it."""
     import keras
 
-    # RESNET50_PARAMETERS in chapters/09_processes_and_machines.ipynb, section 4
+    # RESNET50_PARAMETERS in chapters/09_processes_and_machines.ipynb, section 5
     assert keras.applications.ResNet50(weights=None).count_params() == 25_636_712
