@@ -51,16 +51,19 @@ TORCH_TINY = (
     "--warmup-steps 5 --num-workers 1 --log-every 1 --seed 3 --deterministic"
 ).split()  # 28 steps per epoch
 TF_TINY = "--epochs 3 --batch-per-replica 16 --limit-examples 512 --warmup-steps 2".split()
-MID_RUN = "epoch 2 step 1/"  # what the PyTorch recipes log at epoch 2's first step
-#: the time limit's stop travels further (Slurm signals the batch script, which then stops
-#: the steps): sent at the first step, so that a loaded machine cannot finish the run first
+#: The interruptions are sent at the first step (what the PyTorch recipes log there), so that
+#: a loaded machine cannot finish the run first: the preempted job's first save, at the end
+#: of epoch 1 at the latest, takes SLOW_SAVE_S seconds, so its stop lands mid-run (a requeue
+#: sent at epoch 2's first step once arrived after the last step, and the job resumed with
+#: nothing to train); the time limit's stop travels further (Slurm signals the batch script,
+#: which then stops the steps).
 EARLY = "epoch 1 step 1/"
 DEADLINE_S = 300  # for a job; the jobs run side by side, so the CPUs are shared
 #: A stand-in for a slow file system, on the requeued job's PYTHONPATH: in the job's first
-#: run, a rename over an existing checkpoint.pt (the save after the stop signal; the first
-#: save has none to replace) takes SLOW_SAVE_S seconds. srun is signalled with the job's
-#: processes and turns that SIGTERM into a SIGKILL of its tasks: a save of milliseconds
-#: would end before it whether or not it reaches them.
+#: run, every rename onto checkpoint.pt (the save after the stop signal among them) takes
+#: SLOW_SAVE_S seconds. srun is signalled with the job's processes and turns that SIGTERM
+#: into a SIGKILL of its tasks: a save of milliseconds would end before it whether or not
+#: it reaches them.
 SLOW_SAVE_S = 8
 SLOW_SAVE = """import os, sys, time
 
@@ -68,7 +71,7 @@ _replace = os.replace
 
 
 def _slow_replace(source, destination, *args, **kwargs):
-    if os.path.basename(destination) == "checkpoint.pt" and os.path.exists(destination):
+    if os.path.basename(destination) == "checkpoint.pt":
         print(f"slow save: {os.environ['SLOW_SAVE_S']} s", file=sys.stderr, flush=True)
         time.sleep(float(os.environ["SLOW_SAVE_S"]))
     return _replace(source, destination, *args, **kwargs)
@@ -342,7 +345,7 @@ SUBMITTED = {
 @pytest.fixture(scope="module")
 def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
     """Every script submitted at once. Mid-run, `preempted` is requeued as a preemption
-    requeues it (at epoch 2's first step), its save then slowed by SLOW_SAVE, and
+    requeues it (at the first step), its saves slowed by SLOW_SAVE, and
     `time_limit`'s batch script gets the USR1 that --signal=B:USR1@120 sends 120 s before
     the time limit (at the first step)."""
     folder, jobs = tmp_path_factory.mktemp("jobs"), {}
@@ -358,7 +361,7 @@ def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
         job_id = cluster.submit([*CPU_JOB, f"--output={log}", *options], script, [*args, *paths])
         jobs[name] = Job(job_id, log, out, results)
     interrupts = {  # name: (the line to wait for, the command)
-        "preempted": (MID_RUN, ["scontrol", "requeue", jobs["preempted"].id]),
+        "preempted": (EARLY, ["scontrol", "requeue", jobs["preempted"].id]),
         "time_limit": (EARLY, ["scancel", "--batch", "--signal=USR1", jobs["time_limit"].id]),
     }
     waiting, deadline = dict(interrupts), time.monotonic() + DEADLINE_S
@@ -435,8 +438,9 @@ def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, 
         assert stopping < log.index("stop signal: checkpoint saved") < requeueing, log[-3000:]
     stopped = re.search(r"stop signal: checkpoint saved after epoch (\d) step (\d+)", log)
     assert stopped, log[-3000:]
-    if name == "preempted":  # the slow save ran, and ended before the processes did
-        assert log.index(f"slow save: {SLOW_SAVE_S} s") < stopped.start(), log[-3000:]
+    if name == "preempted":  # the stop's save was a slow one, and ended before the processes
+        slow = log.rindex(f"slow save: {SLOW_SAVE_S} s", 0, stopped.start())
+        assert not re.search(r"epoch \d step \d+", log[slow : stopped.start()]), log[-3000:]
     assert f"resumed from {job.out}: epoch {stopped[1]}, step {stopped[2]}" in log
     assert f"job {job.id} (restart 1) on n[1-2]:" in log  # one log (--open-mode=append)
     (record,) = results(job)
