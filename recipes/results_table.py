@@ -1,7 +1,7 @@
 """Compare the runs the recipes appended to their --results files: one row per run, with the
 scaling efficiency against the 1-device run of the same recipe (chapters 7 and 12), and for
 the PyTorch recipes tokens per second (the transformer), model FLOPs utilisation (MFU: the
-share of the device's peak the training's operations reach) and peak memory (chapter 19).
+share of the device's peak the training's operations reach) and peak memory (chapter 18).
 
     python results_table.py results.jsonl [more.jsonl ...] [--plot scaling.png]
 

@@ -24,7 +24,7 @@ Where the book explains each part:
 - global batch = per-device batch x processes, the linear learning-rate rule with a
   warm-up: chapter 12; bfloat16 mixed precision: chapter 13
 - the transformer, its operations per step, the share of the device's peak they reach
-  (model FLOPs utilisation, MFU) and its peak memory: chapter 19
+  (model FLOPs utilisation, MFU) and its peak memory: chapter 18
 
 Start the same command again (same --out) to resume from the last checkpoint. On SIGTERM (or
 SIGUSR1 sent to the processes themselves: torchrun forwards only SIGTERM, SIGINT, SIGHUP and
@@ -339,7 +339,7 @@ def training_flops(args, classes: int, inputs: torch.Tensor, targets: torch.Tens
     PyTorch's FlopCounterMode counts them (matrix products and convolutions), on a model
     built on the meta device (shapes only: nothing is allocated or computed). Attention is
     counted as its plain matrix products, the masked half included, as PaLM's formula does
-    (chapter 19); causal fused kernels skip most of that half."""
+    (chapter 18); causal fused kernels skip most of that half."""
     with torch.device("meta"):
         shapes_only = build_model(args, classes)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:

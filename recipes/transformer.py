@@ -1,7 +1,7 @@
 """The second model of the PyTorch recipes (`--model transformer`): a small decoder-only
 transformer that predicts the next character of Python source code, the text of the Python
 standard library (on every machine: no download). Copy this file with torch_ddp.py and
-data.py. Chapter 19 builds the same model, derives its operations per token and measures
+data.py. Chapter 18 builds the same model, derives its operations per token and measures
 its memory.
 """
 

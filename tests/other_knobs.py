@@ -48,11 +48,7 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
     },
     "16_layouts_and_recomputation": {"GLOBAL_BATCH": 32},
     "17_inside_one_step": {"EXAMPLES": 192, "GLOBAL_BATCH": 32, "STEPS": 4},
-    "18_timeline_cost_and_compression": {
-        "GLOBAL_BATCH": 32,
-        "MESSAGE_BYTES": [4096, 2**20, 2**22],
-    },
-    "19_transformer_compute_and_memory": {
+    "18_transformer_compute_and_memory": {
         "CONTEXT": 96,
         "WIDTH": 96,
         "LAYERS": 3,
@@ -61,7 +57,7 @@ OTHER_KNOBS: dict[str, dict[str, object]] = {
         "STEPS": 200,
         "LENGTHS": [48, 96, 192],
     },
-    "20_troubleshooting": {"GLOBAL_BATCH": 128},
+    "19_troubleshooting": {"GLOBAL_BATCH": 128},
 }
 
 

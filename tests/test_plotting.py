@@ -5,7 +5,6 @@ import pytest
 
 from utils.plotting import (
     draw_average_loss,
-    draw_bucket_order,
     draw_collective_sequence,
     draw_collectives,
     draw_data_parallel_step,
@@ -190,19 +189,6 @@ def test_a_collective_sequence_names_each_call_s_layer():
         draw_collective_sequence([], {})
 
 
-def test_bucket_order_puts_gradients_and_all_reduces_in_their_lanes_in_order():
-    events = ["gradient 1 ready", "all-reduce bucket 0 starts (4)", "gradient 0 ready", "x"]
-    figure = draw_bucket_order(events, [[1], [0]], [3, 4])
-    boxes = [t for t in figure.axes[0].texts if t.get_bbox_patch() is not None]
-    assert [(t.get_text(), t.get_position()) for t in boxes] == [
-        ("gradient 1\n4", (0, 0.3)),
-        ("bucket 0\nall-reduce", (0, -1.0)),  # under the gradient that completed it
-        ("gradient 0\n3", (1, 0.3)),
-    ]
-    with pytest.raises(ValueError, match="no 'gradient i ready'"):
-        draw_bucket_order(["x"], [[0]], [1])
-
-
 def test_funnel_and_ring_label_what_each_design_moves():
     figure = draw_funnel_and_ring(4, hub_each_way=400, ring_each=600, unit="MB")
     funnel, ring = figure.axes
@@ -331,13 +317,6 @@ def test_long_sequences_wrap_into_rows_that_keep_the_labels_readable():
     calls = [("all-gather", 7)] * 8
     texts = [t for t in draw_collective_sequence(calls, {}).axes[0].texts if t.get_text()]
     assert [t.get_position() for t in texts[5:7]] == [(5, 0), (0, -1.4)]
-
-
-def test_the_bucket_order_is_one_timeline_however_long():
-    events = [f"gradient {i} ready" for i in range(8)]
-    figure = draw_bucket_order(events, [list(range(8))], [1] * 8)
-    boxes = [t for t in figure.axes[0].texts if t.get_bbox_patch() is not None]
-    assert [box.get_position() for box in boxes] == [(i, 0.3) for i in range(8)]
 
 
 def test_files_read_fills_each_worker_s_square_by_its_share_of_the_file():

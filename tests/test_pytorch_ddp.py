@@ -1,5 +1,5 @@
 """utils.pytorch_ddp: the model, the devices and run_ranks' errors; the DDP workers chapters 6
-and 13 write on their pages (2 CPU processes == one process). Chapter 20's straggler_worker
+and 13 write on their pages (2 CPU processes == one process). Chapter 19's straggler_worker
 and mismatch_worker are asserted in the chapter's own cells (under nbval, and again in its
 second run)."""
 

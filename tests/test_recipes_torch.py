@@ -385,7 +385,7 @@ def test_the_transformer_trains_on_the_standard_librarys_sources():
 
 
 def test_the_operations_counted_per_step_are_the_transformers_formula(monkeypatch):
-    """training_flops counts, on the meta device, what chapter 19 derives: 6 per weight of
+    """training_flops counts, on the meta device, what chapter 18 derives: 6 per weight of
     a matrix product and token, plus attention's 12 x layers x context x width per token
     (as plain matrix products: the fused kernel's own count on a CPU is missing)."""
     recipe = _recipe("torch_ddp")

@@ -1,6 +1,6 @@
 """Chapters 14 and 15: ZeRO's memory arithmetic (utils.sharding, saved from chapter 14), the
 batches and the collectives the profiler records (utils.pytorch_ddp), and the chapters'
-workers: ZeRO-1 by hand and FSDP2 (chapter 19's transformer) on 2 CPU processes == one
+workers: ZeRO-1 by hand and FSDP2 (chapter 18's transformer) on 2 CPU processes == one
 process, a sharded checkpoint saved on 2 processes and restored on 3."""
 
 import json
@@ -102,7 +102,7 @@ def test_zero1_trains_as_one_process(tmp_path, monkeypatch):
 
 
 def test_fsdp2_transformer_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
-    """Chapter 15's worker: chapter 19's transformer built on meta, sharded per block,
+    """Chapter 15's worker: chapter 18's transformer built on meta, sharded per block,
     clipped, on 2 processes == one process; its checkpoint restored on 3."""
     from recipes.transformer import CharTransformer, load_python_sources, sequences
 

@@ -7,7 +7,7 @@ import sys
 
 
 def test_the_private_auto_shard_rewrite_chapter_20_uses_still_exists():
-    """Chapter 20 applies TensorFlow's own per-worker rewrite; a release that moves it fails
+    """Chapter 19 applies TensorFlow's own per-worker rewrite; a release that moves it fails
     here."""
     import tensorflow as tf
     from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset

@@ -21,7 +21,6 @@ _HOMES = {
     "max_abs_difference": "utils.compare",
     "small_cnn": "utils.models",
     "draw_average_loss": "utils.plotting",
-    "draw_bucket_order": "utils.plotting",
     "draw_collective_sequence": "utils.plotting",
     "draw_collectives": "utils.plotting",
     "draw_data_parallel_step": "utils.plotting",

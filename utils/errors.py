@@ -1,5 +1,5 @@
 """The line of a long error that says what went wrong: of an exception (TensorFlow's span
-many lines; chapter 3, used by chapters 4, 10 and 20 and the multi_gpu_model appendix), or of
+many lines; chapter 3, used by chapters 4, 10 and 19 and the multi_gpu_model appendix), or of
 a failed program's output (`utils.launch.run_processes`)."""
 
 from __future__ import annotations

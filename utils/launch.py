@@ -186,7 +186,7 @@ def join_spawned(context, timeout_s: float = 120.0) -> None:
     """Wait for the processes of `torch.multiprocessing.spawn(..., join=False)`, at most
     `timeout_s` seconds. As `spawn(..., join=True)` does, raise the error of a process
     that failed (after stopping the others); unlike it, at the deadline kill every
-    process still running and raise a TimeoutError, so that a hung group (chapter 20)
+    process still running and raise a TimeoutError, so that a hung group (chapter 19)
     cannot hang the notebook."""
     if not timeout_s > 0:
         raise ValueError(

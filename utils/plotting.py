@@ -1,4 +1,4 @@
-"""Figures (chapters 2-6, 8-11, 14-19 and the appendix): training curves, and pictures
+"""Figures (chapters 2-6, 8-11, 14-18 and the appendix): training curves, and pictures
 drawn from the values a chapter computes."""
 
 from __future__ import annotations
@@ -515,8 +515,8 @@ def plot_step_timeline(timelines: Sequence[Mapping[str, Sequence[Sequence[float]
     """A few DDP steps on one time axis, one row per process: the steps, the backward
     computations and the all-reduces, each as (start, duration) in ms; returns the figure.
 
-    Introduced in chapter 18. `timelines[r]` holds rank r's "step", "backward" and
-    "all-reduce" intervals, as chapter 18's `timeline_worker` (timeline.py) writes them.
+    Introduced in chapter 17. `timelines[r]` holds rank r's "step", "backward" and
+    "all-reduce" intervals, as chapter 17's `timeline_worker` (timeline.py) writes them.
     """
     lanes = ("step", "backward", "all-reduce")
     if not timelines or any(set(lanes) - set(t) for t in timelines):
@@ -856,59 +856,6 @@ def draw_collective_sequence(calls: Sequence[Sequence], layers: Mapping[int, str
     return figure
 
 
-def draw_bucket_order(events: Sequence[str], buckets: Sequence[Sequence[int]], sizes):
-    """The backward pass as DDP's hooks saw it: each gradient as it became ready, and each
-    bucket's all-reduce as it started, in order, coloured by bucket; returns the figure.
-
-    Introduced in chapter 17. `events` are the log lines of chapter 17's hooks ("gradient
-    5 ready", "all-reduce bucket 0 starts (8,010)"); `buckets` lists each bucket's
-    gradient indices, as `make_buckets` returns them; `sizes[i]` is gradient i's
-    elements."""
-    bucket_of = {i: b for b, members in enumerate(buckets) for i in members}
-    palette = [_BLUE, _ORANGE, _GREEN, _RED, _GREY]
-    shown = [
-        e for e in events if e.endswith(" ready") or e.startswith("all-reduce bucket")
-    ]
-    if not shown:
-        raise ValueError(
-            "draw_bucket_order: no 'gradient i ready' or bucket event to draw."
-        )
-    # One timeline: a column per gradient as it became ready, and each bucket's all-reduce
-    # under the gradient that completed it (the moment it started).
-    columns, column = [], -1
-    for event in shown:
-        column += event.endswith(" ready")
-        columns.append(max(column, 0))
-    width = columns[-1] + 1
-    figure, axis = plt.subplots(figsize=(1.25 * width + 0.8, 2.5))
-    axis.set(xlim=(-0.7, width - 0.3), ylim=(-1.6, 1.0))
-    axis.axis("off")
-    for column, event in zip(columns, shown):
-        words = event.split()
-        if event.endswith(" ready"):
-            index = int(words[1])
-            colours = palette[bucket_of[index] % len(palette)]
-            text, y = f"gradient {index}\n{sizes[index]:,}", 0.3
-        else:
-            bucket = int(words[2])
-            colours = palette[bucket % len(palette)]
-            text, y = f"bucket {bucket}\nall-reduce", -1.0
-        _box(axis, column, y, text, colours, fontsize=9)
-    grey = {"fontsize": 9, "color": "#555555"}
-    axis.text(-0.65, 0.85, "backward: gradients ready", **grey)
-    axis.text(-0.65, -0.45, "all-reduces started", **grey)
-    axis.annotate(
-        "time",
-        xy=(width - 0.5, -1.5),
-        xytext=(-0.5, -1.5),
-        arrowprops=_ARROW,
-        fontsize=9,
-        va="center",
-    )
-    figure.tight_layout()
-    return figure
-
-
 def draw_funnel_and_ring(
     devices: int, hub_each_way: float, ring_each: float, unit: str
 ):
@@ -1081,7 +1028,7 @@ def plot_against_length(
     lengths: Sequence[int], series: Mapping[str, Sequence[float]], ylabel
 ):
     """One line per entry of `series` (its label: its values at `lengths`), on
-    logarithmic axes, with the sequence length across (chapter 19)."""
+    logarithmic axes, with the sequence length across (chapter 18)."""
     figure, axis = plt.subplots(figsize=(6, 3.6))
     for (label, values), style in zip(
         series.items(), cycle(["-o", "--s", ":^", "-.v"])
@@ -1098,7 +1045,7 @@ def plot_against_length(
 
 
 def plot_compute_and_communication(cases: Mapping[str, Mapping[str, object]]):
-    """One panel per case, one above another (chapter 19): the backward pass's time
+    """One panel per case, one above another (chapter 18): the backward pass's time
     against the batch per device, and the all-reduce's time, which the batch does not
     change; where the lines cross (dotted), the all-reduce stops fitting behind the
     backward pass. Each case holds

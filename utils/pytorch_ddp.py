@@ -69,7 +69,7 @@ def load_data(data_file: str) -> TensorDataset:
 
 def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Tensor]:
     """The example indices of each step's global batch: consecutive, in order, so a sharded
-    run and one process see the same batches. Used in chapters 14, 15, 17 and 18."""
+    run and one process see the same batches. Used in chapters 14, 15, 17 and 17."""
     check_int("step_batches: global_batch", global_batch)
     check_int("step_batches: steps", steps)
     if global_batch * steps > examples:
@@ -83,7 +83,7 @@ def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Ten
 
 
 def rank_part(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
-    """Rank `rank`'s equal part of a global batch. Used in chapters 14, 15, 17 and 18."""
+    """Rank `rank`'s equal part of a global batch. Used in chapters 14, 15, 17 and 17."""
     check_int("rank_part: world_size", world_size)
     if len(batch) % world_size:
         raise ValueError(
@@ -145,7 +145,7 @@ def run_ranks(
     """Run `fn(rank, *args)` in `world_size` new Python processes and return each rank's
     output, waiting at most `timeout_s` seconds.
 
-    Introduced in chapter 14 (chapter 20 shows the hang it guards against). Unlike a
+    Introduced in chapter 14 (chapter 19 shows the hang it guards against). Unlike a
     bare `mp.spawn(..., join=True)`, a hung group cannot hang the caller: the ranks are
     started by `utils.launch.run_processes`, which at the deadline kills every rank
     still running and raises a TimeoutError naming them, and when a rank fails stops the

@@ -5,13 +5,13 @@ is written from these functions, and tests/test_rendered_book.py checks that the
 - What each GPU holds of weights, gradients and optimizer state under DDP, ZeRO-1, ZeRO-2
   and FSDP: chapter 14's `bytes_per_device`.
 - A transformer's operations per token, 6 per weight of a matrix product plus attention's
-  12 x layers x context x width: chapter 19.
+  12 x layers x context x width: chapter 18.
 - Its saved activations: measured on the book's transformer (recipes/transformer.py, fused
   attention, an MLP four times as wide) as about 16.5 values of its width per token and
   layer, plus the logits; with recomputation each block keeps its input, and one block's
   activations come back during the backward pass (chapter 16).
 - The ring all-reduce, 2(n - 1)(S / (n B) + latency), and whether it hides behind the
-  backward pass (about two thirds of a step's operations): chapters 18 and 19.
+  backward pass (about two thirds of a step's operations): chapters 17 and 18.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def transformer_parameters(
 def transformer_flops_per_token(
     layers: int, width: int, vocabulary: int, context: int
 ) -> int:
-    """A training step's operations per token (chapter 19): 6 per weight of a matrix
+    """A training step's operations per token (chapter 18): 6 per weight of a matrix
     product (the blocks' 12 x width^2 and the output's width x vocabulary) plus
     attention's 12 x layers x context x width."""
     return (

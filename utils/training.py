@@ -46,7 +46,7 @@ def fit_model(
     `strategy.scope()` (the two-line change); with None, on TensorFlow's default device. The
     history gets an `epoch_seconds` entry with each epoch's wall time. `make_optimizer`, when
     given, replaces `SGD(learning_rate)` (chapter 13 passes one with
-    `gradient_accumulation_steps`); `callbacks` are added to the epoch timer (chapter 20).
+    `gradient_accumulation_steps`); `callbacks` are added to the epoch timer (chapter 19).
 
     XLA is off in every case (`jit_compile=False`): Keras's default, "auto", turns it on for
     a no-strategy `fit` on a machine with a GPU and off under any tf.distribute strategy, so
