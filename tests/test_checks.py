@@ -1,12 +1,19 @@
 """utils.checks: the one check for counts, for learning rates, for counts on a command line,
-and for a chapter's knobs."""
+for a chapter's knobs and for the C++ compiler torch.compile needs on a CPU."""
 
 import argparse
+import sys
 
 import numpy as np
 import pytest
 
-from utils.checks import check_int, check_knobs, check_positive, positive_int_argument
+from utils.checks import (
+    check_cpp_compiler,
+    check_int,
+    check_knobs,
+    check_positive,
+    positive_int_argument,
+)
 
 
 @pytest.mark.parametrize("value", [1, 8, np.int64(3)])
@@ -46,3 +53,11 @@ def test_knobs_that_work_together_pass_and_others_say_what_to_do():
     check_knobs(64 <= 1024, "Keep EXAMPLES at least the batch.")
     with pytest.raises(ValueError, match=r"cannot work together\. Keep EXAMPLES at least"):
         check_knobs(4096 <= 1024, "Keep EXAMPLES at least the batch.")
+
+
+def test_a_missing_cpp_compiler_says_what_to_install(monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler++")
+    with pytest.raises(RuntimeError, match="no-such-compiler\\+\\+, which is not on this"):
+        check_cpp_compiler()
+    monkeypatch.setenv("CXX", sys.executable)  # any program on the path will do
+    assert check_cpp_compiler() == sys.executable

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 
-def test_the_private_auto_shard_rewrite_chapter_20_uses_still_exists():
+def test_the_private_auto_shard_rewrite_chapter_19_uses_still_exists():
     """Chapter 19 applies TensorFlow's own per-worker rewrite; a release that moves it fails
     here."""
     import tensorflow as tf

@@ -45,3 +45,21 @@ def check_knobs(ok: bool, what_to_do: str) -> None:
     an error about something else."""
     if not ok:
         raise ValueError(f"These knob values cannot work together. {what_to_do}")
+
+
+def check_cpp_compiler() -> str:
+    """The C++ compiler torch.compile's inductor builds CPU kernels with (`$CXX`, else g++;
+    clang++ on macOS: torch/_inductor/config.py), or a RuntimeError saying what to do."""
+    import os
+    import shutil
+    import sys
+
+    name = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(
+            f"torch.compile on a CPU builds C++ kernels with {name}, which is not on this "
+            "machine: install a C++ compiler (Debian and Ubuntu: apt-get install g++; "
+            "macOS: xcode-select --install) or point CXX at one, then run the cell again."
+        )
+    return found

@@ -69,7 +69,7 @@ def load_data(data_file: str) -> TensorDataset:
 
 def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Tensor]:
     """The example indices of each step's global batch: consecutive, in order, so a sharded
-    run and one process see the same batches. Used in chapters 14, 15, 17 and 17."""
+    run and one process see the same batches. Used in chapters 14, 15 and 17."""
     check_int("step_batches: global_batch", global_batch)
     check_int("step_batches: steps", steps)
     if global_batch * steps > examples:
@@ -83,7 +83,7 @@ def step_batches(examples: int, global_batch: int, steps: int) -> list[torch.Ten
 
 
 def rank_part(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
-    """Rank `rank`'s equal part of a global batch. Used in chapters 14, 15, 17 and 17."""
+    """Rank `rank`'s equal part of a global batch. Used in chapters 14, 15 and 17."""
     check_int("rank_part: world_size", world_size)
     if len(batch) % world_size:
         raise ValueError(
