@@ -4,25 +4,29 @@ commands with 0 GPUs measure CPU processes, over gloo):
 
     # 8 GPUs on one machine
     torchrun --standalone --nproc_per_node=8 all_reduce_bandwidth.py
-    # up to 4 GiB messages, the fitted numbers saved
-    torchrun --standalone --nproc_per_node=8 all_reduce_bandwidth.py --largest 4GiB \
+    # messages up to 1 GiB only, the fitted numbers saved
+    torchrun --standalone --nproc_per_node=8 all_reduce_bandwidth.py --largest 1GiB \
         --out bandwidth.json
     # 2 machines with 8 GPUs each: this command on both, HOST the first one's address
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 \
         --rdzv-id=bandwidth-1 all_reduce_bandwidth.py
 
 Every process all-reduces float32 tensors of growing sizes (--smallest, then 4 times more
-each time, up to --largest): one call to warm up, then --repeats calls, each after a
-barrier (so that all processes start it together) and, on GPUs, timed to
-torch.cuda.synchronize() (NCCL returns before the GPU has finished). It keeps the fastest
-call per size: whatever else the machine runs can only make a call slower.
+each time, up to --largest: by default 4 GiB on GPUs of 30 GB or more, where NCCL reaches
+its peak bandwidth, 256 MiB on smaller GPUs, 16 MiB on CPUs), in place: one call to warm
+up (all_reduce_perf runs 5), then --repeats calls, each after a barrier (so that all
+processes start it together) and, on GPUs, timed to torch.cuda.synchronize() (NCCL returns
+before the GPU has finished). A call lasts until its slowest process has finished: the
+processes leave the barrier at different instants, so each call's time is the longest of
+the processes' own times (an all-reduce with MAX, outside the timed region). It keeps the
+fastest call per size: whatever else the machine runs can only make a call slower.
 
 Rank 0 then fits the ring model of chapter 9, t = 2(n-1) x (S/(nB) + alpha) for S bytes over
 n processes, by least squares on the times weighted by their inverse (so that small
 messages count as much as large ones), and prints, per size, the measured and the model's
 time and nccl-tests' two bandwidths: algbw = S/t and busbw = algbw x 2(n-1)/n, what each
-link of the ring carries, comparable with `all_reduce_perf` (which reports the mean of 20
-calls launched back to back, without the per-call overhead these times include). The
+link of the ring carries, comparable with `all_reduce_perf`'s in-place busbw (the mean of
+20 calls launched back to back, without the per-call overhead these times include). The
 largest messages fix B, the smallest alpha. Across several machines NCCL often picks a
 tree for small messages, whose latency grows with the logarithm of the number of machines:
 there the ring model overestimates. Chapter 9 explains the model, chapter 17 DDP's buckets
@@ -43,8 +47,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-KIB, MIB = 2**10, 2**20
-UNITS = {"": 1, "B": 1, "KIB": KIB, "MIB": MIB, "GIB": 2**30}
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+UNITS = {"": 1, "B": 1, "KIB": KIB, "MIB": MIB, "GIB": GIB}
 
 
 # ---- command line -----------------------------------------------------------------------
@@ -92,25 +96,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add(
         "--largest",
         type=message_bytes,
-        help="the largest message, in bytes (default: 256MiB on GPUs, 16MiB on CPUs); the "
-        "sizes grow by powers of 4 from --smallest up to it",
+        help="the largest message, in bytes (default: 4GiB on GPUs of 30 GB or more, 256MiB "
+        "on smaller GPUs, 16MiB on CPUs); the sizes grow by powers of 4 from --smallest up to "
+        "it",
     )
     add("--repeats", type=at_least_one, default=20, help="timed calls per size; the fastest counts")
     add("--out", metavar="FILE", help="write the times and the fitted numbers here, as JSON")
     return parser.parse_args(argv)
 
 
-def message_sizes(smallest: int, largest: int) -> list[int]:
-    """smallest, 4 x smallest, 16 x smallest, ... up to largest; at least two sizes."""
+def message_sizes(smallest: int, largest: int, default_on: str | None = None) -> list[int]:
+    """smallest, 4 x smallest, 16 x smallest, ... up to largest; at least two sizes.
+    `default_on` names the device when largest is the default, not a flag the user gave."""
     sizes = [smallest]
     while sizes[-1] * 4 <= largest:
         sizes.append(sizes[-1] * 4)
     if len(sizes) < 2:
+        given = (
+            f"the largest message, {largest} bytes (the default on {default_on}; set --largest),"
+            if default_on
+            else f"--largest {largest}"
+        )
         raise SystemExit(
-            f"--largest {largest} must be at least 4 x --smallest {smallest}: the fit needs "
-            "two message sizes or more."
+            f"{given} must be at least 4 x --smallest {smallest}: the fit needs two message "
+            "sizes or more."
         )
     return sizes
+
+
+def default_largest(gpu_memory: int | None) -> int:
+    """The largest message when --largest is not given, for a GPU of `gpu_memory` bytes
+    (None: CPU processes). NCCL's bandwidth still grows past 256 MiB (it peaks at 2-4 GB
+    messages, where nccl-tests' published numbers are measured), so 4 GiB on GPUs of 30 GB
+    or more; 256 MiB on smaller GPUs, 16 MiB over gloo, which peaks far earlier."""
+    if gpu_memory is None:
+        return 16 * MIB
+    return 4 * GIB if gpu_memory >= 30e9 else 256 * MIB
 
 
 # ---- processes and devices -------------------------------------------------------------------
@@ -154,13 +175,24 @@ def choose_device(local_rank: int, local_world_size: int) -> torch.device:
 # ---- measure and fit --------------------------------------------------------------------------
 
 
+def slowest_process(seconds: float, device: torch.device) -> float:
+    """The longest of the processes' `seconds`: an all-reduce with MAX of one number (on the
+    GPU for NCCL, which reduces only GPU tensors). Every process calls it, and gets it."""
+    longest = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(longest, op=dist.ReduceOp.MAX)
+    return longest.item()
+
+
 def time_all_reduces(sizes: list[int], repeats: int, device: torch.device) -> list[float]:
     """The fastest of `repeats` all-reduces of a float32 tensor of each size, in seconds,
-    after one to warm up. Every process calls it; each measures its own times."""
+    after one to warm up; each call's time is its slowest process's, since the processes
+    leave the barrier at different instants (the fastest of one process's own times would
+    pick the call it joined last). Every process calls it, and gets the same times."""
     cuda = device.type == "cuda"
     fastest = []
     for size in sizes:
-        tensor = torch.ones(size // 4, device=device)
+        # zeros: summed in place call after call, ones would grow n-fold each call, to inf
+        tensor = torch.zeros(size // 4, device=device)
         dist.all_reduce(tensor)  # the warm-up: connections, buffers, kernels
         times = []
         for _ in range(repeats):
@@ -171,7 +203,8 @@ def time_all_reduces(sizes: list[int], repeats: int, device: torch.device) -> li
             dist.all_reduce(tensor)
             if cuda:
                 torch.cuda.synchronize()  # NCCL returns before the GPU has finished
-            times.append(time.perf_counter() - begin)
+            elapsed = time.perf_counter() - begin
+            times.append(slowest_process(elapsed, device))  # outside the timed region
         fastest.append(min(times))
         del tensor
     return fastest
@@ -237,8 +270,11 @@ def main(argv: list[str] | None = None) -> None:
     rank, world_size, local_rank, local_world_size = launch_environment(script)
     device = choose_device(local_rank, local_world_size)
     cuda = device.type == "cuda"
-    largest = args.largest or (256 * MIB if cuda else 16 * MIB)
-    sizes = message_sizes(args.smallest, largest)
+    if args.largest:
+        sizes = message_sizes(args.smallest, args.largest)
+    else:
+        memory = torch.cuda.get_device_properties(device).total_memory if cuda else None
+        sizes = message_sizes(args.smallest, default_largest(memory), "GPUs" if cuda else "CPUs")
     backend = "nccl" if cuda else "gloo"  # NCCL between GPUs, gloo between CPU processes
     dist.init_process_group(backend, device_id=device if cuda else None)
     try:
@@ -247,7 +283,8 @@ def main(argv: list[str] | None = None) -> None:
             alpha, bandwidth = fit_latency_and_bandwidth(sizes, seconds, world_size)
             print(
                 f"all-reduce of float32 over {world_size} processes ({backend}, "
-                f"{device.type}), the fastest of {args.repeats} calls per size:"
+                f"{device.type}), the fastest of {args.repeats} calls per size, each "
+                "timed on its slowest process:"
             )
             print(report(sizes, seconds, world_size, alpha, bandwidth), flush=True)
             if args.out:

@@ -66,12 +66,35 @@ def test_the_fit_refuses_what_it_cannot_fit(recipe):
 
 
 def test_message_sizes_grow_by_powers_of_4(recipe):
-    assert recipe.message_sizes(4096, 16 * 2**20) == SIZES  # the CPU's default
-    gpu = recipe.message_sizes(4096, 256 * 2**20)  # the GPUs' default
-    assert (len(gpu), gpu[-1]) == (9, 256 * 2**20)
+    assert recipe.message_sizes(4096, recipe.default_largest(None)) == SIZES  # the CPU's
+    h100 = recipe.message_sizes(4096, recipe.default_largest(85_000_000_000))
+    assert (len(h100), h100[-1]) == (11, 4 * 2**30)  # where nccl-tests' peaks are measured
+    small_gpu = recipe.message_sizes(4096, recipe.default_largest(24 * 2**30))
+    assert (len(small_gpu), small_gpu[-1]) == (9, 256 * 2**20)
     assert recipe.message_sizes(4096, 5 * 4096) == [4096, 4 * 4096]
     args = recipe.parse_args(["--smallest", "64KiB", "--largest", "4GiB"])
     assert (args.smallest, args.largest) == (2**16, 2**32)
+
+
+def test_each_call_counts_as_long_as_its_slowest_process(recipe, monkeypatch):
+    """Rank 0 leaves the barrier last on the second call, so its own time is the shortest
+    there; the other process's times (the MAX all-reduce brings them) say the first call was
+    the fastest. Simulated: this process's clock, and the other's times, for 3 calls."""
+    own = iter([0.0, 5.0, 10.0, 11.0, 20.0, 24.0])  # begin and end of each call: 5, 1, 4
+    other = iter([5.5, 6.0, 4.5])
+    reduced = []
+
+    def all_reduce(tensor, op=recipe.dist.ReduceOp.SUM):
+        if op == recipe.dist.ReduceOp.MAX:
+            tensor.copy_(tensor.clamp(min=next(other)))
+        else:  # the measured all-reduce: in place, its values stay 0 over the calls
+            reduced.append(tensor.abs().max().item())
+
+    monkeypatch.setattr(recipe.dist, "all_reduce", all_reduce)
+    monkeypatch.setattr(recipe.dist, "barrier", lambda: None)
+    monkeypatch.setattr(recipe.time, "perf_counter", lambda: next(own))
+    assert recipe.time_all_reduces([4096], 3, recipe.torch.device("cpu")) == [4.5]
+    assert reduced == [0.0] * 4  # the warm-up and 3 calls, nothing to overflow
 
 
 def run_python(*args: str, env=None) -> subprocess.CompletedProcess:
@@ -112,17 +135,24 @@ def test_a_launch_without_torchrun_gets_one_clear_line():
             TORCHRUN_ENV,
             "--largest 8192 must be at least 4 x --smallest 4096: the fit needs two",
         ),
+        (
+            ["--smallest", "8MiB"],  # the CPU's default largest, 16 MiB, is below 4 x 8 MiB
+            TORCHRUN_ENV,
+            "the largest message, 16777216 bytes (the default on CPUs; set --largest), must "
+            "be at least 4 x --smallest 8388608",
+        ),
         (["--largest", "6"], TORCHRUN_ENV, "must be a multiple of 4 bytes (float32)"),
         (["--smallest", "1MB"], TORCHRUN_ENV, "expected bytes, as 4096, 64KiB or 4GiB"),
         (["--repeats", "0"], TORCHRUN_ENV, "--repeats: must be at least 1; got 0"),
     ],
-    ids=["1 process", "one size", "not float32", "unit", "repeats 0"],
+    ids=["1 process", "one size", "one size by default", "not float32", "unit", "repeats 0"],
 )
 def test_a_wrong_launch_gets_one_clear_line(recipe, args, env, message, monkeypatch, capsys):
     """Each refused before any process connects: a SystemExit with the line (argparse's
     errors print theirs), which Python prints without a traceback, as the launch above."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setattr(recipe.torch.cuda, "is_available", lambda: False)  # CPU processes
     with pytest.raises(SystemExit) as refused:
         # without torchrun's @record, whose fault handler needs a real stderr
         recipe.main.__wrapped__(args)
