@@ -10,6 +10,7 @@ import sys
 import tempfile
 import textwrap
 
+from tools.format_written import write_chapter_files  # noqa: F401 (the tests import it here)
 from utils.launch import REPOSITORY
 
 ROOT = REPOSITORY  # the repository's root folder
@@ -78,24 +79,6 @@ def temporary_files_in_one_folder(config) -> str:
     os.environ["TMPDIR"] = folder
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     return folder
-
-
-def write_chapter_files(notebook, folder) -> dict:
-    """Write the files that `notebook`'s `%%writefile NAME` cells write (`-a` appends) into
-    `folder`, as IPython does: the cell's text after its first line, ending with a newline.
-    Returns {NAME: path}. Tests import or run the code a chapter writes on its page."""
-    from pathlib import Path
-
-    from tools.format_written import writefile_cells
-
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for written in writefile_cells(load_notebook(notebook)):
-        paths[written.name] = Path(folder) / written.name
-        with open(paths[written.name], "a" if written.appends else "w") as file:
-            text = written.code
-            file.write(text if text.endswith("\n") else text + "\n")
-    return paths
 
 
 def import_chapter_files(notebook, folder, monkeypatch):

