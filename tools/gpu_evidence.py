@@ -37,7 +37,8 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 RECIPES = REPOSITORY / "recipes"
 
 # The transformer: the recipe's size, and one large enough to fill a GPU (about 150
-# million weights, sequences of 1,024 tokens); on the dry run both are tiny.
+# million weights, sequences of 1,024 tokens); on the dry run one tiny size stands for
+# both (their commands differ only in these flags).
 TRANSFORMER_SIZES = {
     "recipe size": "--context 128 --width 256 --layers 4 --heads 4 --batch-per-device 64",
     "large": "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16",
@@ -84,8 +85,8 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
     )
     text = " --text-bytes 40000" if dry_run else ""
     planned = []
-    for size, flags in TRANSFORMER_SIZES.items():
-        flags = DRY_TRANSFORMER if dry_run else flags
+    sizes = {"recipe size": DRY_TRANSFORMER} if dry_run else TRANSFORMER_SIZES
+    for size, flags in sizes.items():
         for recipe in ("torch_ddp", "torch_fsdp"):
             name = f"transformer {size}, {recipe}"
             results = work / f"{recipe}-{size.replace(' ', '-')}.jsonl"
