@@ -5,6 +5,9 @@ share of the device's peak the training's operations reach) and peak memory (cha
 
     python results_table.py results.jsonl [more.jsonl ...] [--plot scaling.png]
 
+It also reads what `python -m tools.gpu_evidence` wrote (recipes/measured/*_evidence.jsonl):
+the recipes' rows in it, one per step that trained.
+
 Efficiency is examples/s per device with N devices over examples/s per device with 1, for
 runs of the same recipe, model, device type, precision and per-device batch: 100% is perfect
 scaling; the rest went to communication and waiting.
@@ -30,6 +33,7 @@ FIELDS = {
 #: What a row shows when the run reports it (older results and the Keras recipes do not).
 OPTIONAL = {
     "model": "model",
+    "weights": "parameters",
     "tokens": "tokens_per_s_per_device",
     "mfu": "mfu",
     "memory": "peak_memory_bytes",
@@ -37,6 +41,7 @@ OPTIONAL = {
 COLUMNS = [
     ("recipe", "recipe", "{}"),
     ("model", "model", "{}"),
+    ("weights", "weights", "{:,}"),
     ("devices", "devices", "{}"),
     ("device", "device_type", "{}"),
     ("precision", "precision", "{}"),
@@ -72,6 +77,10 @@ def read_runs(paths: list[str]) -> list[dict]:
                     f"{path}, line {number}: not one run's results ({error}); each line must "
                     "be a JSON object, as the recipes write them with --results."
                 ) from None
+            if "step" in record:  # a step of tools/gpu_evidence: its recipe's row, if any
+                if not isinstance(record.get("result"), dict):
+                    continue
+                record = record["result"]
             run, missing = {}, []
             for field, names in FIELDS.items():
                 name = next((n for n in names if n in record), None)
@@ -111,14 +120,16 @@ def add_efficiency(runs: list[dict]) -> None:
         run["memory_gib"] = run["memory"] / 2**30 if run["memory"] else None
 
 
-def format_table(runs: list[dict]) -> str:
-    """The runs as an aligned text table; '-' where a value is missing."""
-    rows = [[title for title, _, _ in COLUMNS]]
+def format_table(runs: list[dict], keys: list[str] | None = None) -> str:
+    """The runs as an aligned text table, with the columns of `keys` (default: all);
+    '-' where a value is missing."""
+    columns = [column for column in COLUMNS if keys is None or column[1] in keys]
+    rows = [[title for title, _, _ in columns]]
     for run in runs:
         rows.append(
-            ["-" if run.get(key) is None else style.format(run[key]) for _, key, style in COLUMNS]
+            ["-" if run.get(key) is None else style.format(run[key]) for _, key, style in columns]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
@@ -161,10 +172,24 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", help="JSON-lines files the recipes wrote")
     parser.add_argument("--plot", metavar="PNG", help="also save examples/s against devices")
+    parser.add_argument("--model", help="only the runs of this model (cnn or transformer)")
+    keys = [key for _, key, _ in COLUMNS]
+    parser.add_argument(
+        "--columns",
+        type=lambda text: text.split(","),
+        help=f"only these columns, comma-separated, of: {','.join(keys)}",
+    )
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.columns or []) - set(keys))
+    if unknown:
+        parser.error(f"--columns: no column {', '.join(unknown)}; choose from {','.join(keys)}")
     runs = read_runs(args.results)
     add_efficiency(runs)
-    print(format_table(runs))
+    if args.model:
+        runs = [run for run in runs if run["model"] == args.model]
+        if not runs:
+            raise SystemExit(f"no run of --model {args.model} in {', '.join(args.results)}.")
+    print(format_table(runs, args.columns))
     if args.plot:
         plot_scaling(runs, args.plot)
         print(f"plot saved to {args.plot}")

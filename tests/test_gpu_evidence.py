@@ -84,3 +84,26 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
             assert all(w["world_size"] == 2 and w["backend"] == "gloo" for w in row["workers"])
         else:  # the quick start's programs print their test accuracy
             assert "test accuracy" in row["printed"][-1]
+
+
+def test_what_the_server_page_says_of_the_h100_run_is_in_its_file():
+    """on_your_own_machine.md's sentences about the H100 run, against the file it wrote."""
+    path = ROOT / "recipes" / "measured" / "nvidia_h100_80gb_hbm3_evidence.jsonl"
+    rows = {row["step"]: row for row in map(json.loads, path.read_text().splitlines())}
+    assert all(row["device_name"] == "NVIDIA H100 80GB HBM3" for row in rows.values())
+    workers = {row["worker"]: row for row in rows[gpu_evidence.CHAPTERS]["workers"]}
+    failed = [name for name, row in workers.items() if row["outcome"] != "ok"]
+    assert len(workers) == 12 and failed == ["clipping_worker"]
+    assert "cuda:0 device type tensor to numpy" in workers["clipping_worker"]["outcome"]
+    assert workers["fsdp_worker"]["report"]["gap"] < 1e-14
+    assert workers["fsdp_restore_worker"]["report"]["gap"] == 0
+    assert workers["timeline_worker"]["report"]["all-reduce began ms before backward ended"] > 0
+    small = [rows[f"transformer recipe size, {recipe}"] for recipe in ("torch_ddp", "torch_fsdp")]
+    assert all(0.005 < row["result"]["mfu"] < 0.015 for row in small)  # "about 1%"
+    ddp, fsdp2 = (rows[f"transformer large, {recipe}"] for recipe in ("torch_ddp", "torch_fsdp"))
+    assert ddp["result"]["peak_memory_bytes"] < 11e9  # "under 11 GB"
+    assert ddp["result"]["steps"] == fsdp2["result"]["steps"] == 219  # one epoch
+    first, *_, last = ddp["logged_losses"]
+    assert round(first, 1) == 5.7 and last < 2.4
+    gaps = [abs(a - b) for a, b in zip(ddp["logged_losses"], fsdp2["logged_losses"], strict=True)]
+    assert max(gaps) < 0.001

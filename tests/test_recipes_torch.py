@@ -327,33 +327,66 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
     assert plot.stat().st_size > 0
 
 
-#: the columns of results_table.py's output that the recipes page shows (the others are
-#: the same for every run there, and the page says what they are)
-PAGE_COLUMNS = [
-    "recipe",
-    "precision",
-    "global batch",
-    "examples/s per device",
-    "step time (ms)",
-    "test accuracy",
-]
+#: the transformer's rows of one GPU's evidence, as the server page and chapter 18 show them
+EVIDENCE = RECIPES / "measured" / "nvidia_h100_80gb_hbm3_evidence.jsonl"
+TRANSFORMER_COLUMNS = "recipe,weights,global_batch,tokens,mfu,memory_gib"
 
 
-def test_the_pages_gpu_table_is_what_the_measured_file_gives(capsys):
-    """on_your_own_machine.md shows, as a Markdown table, the rows results_table.py prints
-    for the GPU runs' own results file, so that no number on the page was typed by hand."""
-    _results_table().main([str(RECIPES / "measured" / "nvidia_h200_one_gpu.jsonl")])
+def test_results_table_reads_the_gpu_evidence_files_recipe_rows(capsys):
+    """tools/gpu_evidence.py's file holds a row per step; the table shows each recipe's
+    run (the transformer's and the CNN's), and none of the steps that ran no recipe."""
+    steps = [json.loads(line) for line in EVIDENCE.read_text().splitlines()]
+    _results_table().main([str(EVIDENCE)])
+    printed = capsys.readouterr().out.splitlines()[2:]
+    assert len(printed) == sum("result" in step for step in steps) == 7
+    _results_table().main([str(EVIDENCE), "--model", "transformer", "--columns", "recipe,mfu"])
+    header, _, *rows = capsys.readouterr().out.splitlines()
+    assert header.split() == ["recipe", "MFU"] and len(rows) == 4
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--columns", "recipe,speed"], "--columns: no column speed; choose from recipe,"),
+        (["--model", "gpt"], "no run of --model gpt in"),
+    ],
+)
+def test_results_table_explains_a_wrong_column_or_model(flags, message, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        _results_table().main([str(EVIDENCE), *flags])
+    assert message in f"{stopped.value.code} {capsys.readouterr().err}"
+
+
+def markdown_table(flags: list[str], capsys) -> str:
+    """What results_table.py prints with `flags`, as the Markdown table a page shows."""
+    _results_table().main(flags)
     printed = [
         re.split(r"\s{2,}", line.strip())
         for line in capsys.readouterr().out.splitlines()
         if line.strip() and not set(line.strip()) <= set("- ")  # not the rule under the header
     ]
-    page = (ROOT / "on_your_own_machine.md").read_text()
-    columns = [printed[0].index(name) for name in PAGE_COLUMNS]
-    rows = ["| " + " | ".join(row[c] for c in columns) + " |" for row in printed]
-    rows.insert(1, "|" + "---|" * len(columns))  # the header's rule
-    assert "\n".join(rows) in page
-    assert {(row[2], row[3], row[7]) for row in printed[1:]} == {("1", "cuda", "100%")}
+    rows = ["| " + " | ".join(row) + " |" for row in printed]
+    rows.insert(1, "|" + "---|" * len(printed[0]))  # the header's rule
+    return "\n".join(rows)
+
+
+def test_the_pages_transformer_table_is_what_the_evidence_file_gives(capsys):
+    """on_your_own_machine.md shows the transformer's rows of one GPU's evidence file as
+    results_table.py prints them: no number on the page typed by hand."""
+    flags = [str(EVIDENCE), "--model", "transformer", "--columns", TRANSFORMER_COLUMNS]
+    assert markdown_table(flags, capsys) in (ROOT / "on_your_own_machine.md").read_text()
+
+
+def test_the_pages_gpu_table_is_what_the_measured_file_gives(capsys):
+    """on_your_own_machine.md shows, as a Markdown table, the rows results_table.py prints
+    for the GPU runs' own results file, so that no number on the page was typed by hand."""
+    measured = str(RECIPES / "measured" / "nvidia_h200_one_gpu.jsonl")
+    _results_table().main([measured, "--columns", "devices,device_type,efficiency"])
+    _, _, *rows = capsys.readouterr().out.splitlines()
+    assert {tuple(row.split()) for row in rows} == {("1", "cuda", "100%")}
+    columns = "recipe,precision,global_batch,per_device,step_ms,accuracy"
+    table = markdown_table([measured, "--columns", columns], capsys)
+    assert table in (ROOT / "on_your_own_machine.md").read_text()
 
 
 @pytest.mark.parametrize(

