@@ -50,7 +50,7 @@ COLUMNS = [
     ("efficiency", "efficiency", "{:.0%}"),
     ("step time (ms)", "step_ms", "{:.1f}"),
     ("test accuracy", "accuracy", "{:.4f}"),
-    ("tokens/s per device", "tokens", "{:.0f}"),
+    ("tokens/s per device", "tokens", "{:,.0f}"),
     ("MFU", "mfu", "{:.1%}"),
     ("peak memory (GiB)", "memory_gib", "{:.2f}"),
 ]

@@ -87,7 +87,8 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
 
 
 def test_what_the_server_page_says_of_the_h100_run_is_in_its_file():
-    """on_your_own_machine.md's sentences about the H100 run, against the file it wrote."""
+    """The sentences of on_your_own_machine.md, chapter 18 and the quick start about the
+    H100 run, against the file it wrote."""
     path = ROOT / "recipes" / "measured" / "nvidia_h100_80gb_hbm3_evidence.jsonl"
     rows = {row["step"]: row for row in map(json.loads, path.read_text().splitlines())}
     assert all(row["device_name"] == "NVIDIA H100 80GB HBM3" for row in rows.values())
@@ -101,6 +102,9 @@ def test_what_the_server_page_says_of_the_h100_run_is_in_its_file():
     small = [rows[f"transformer recipe size, {recipe}"] for recipe in ("torch_ddp", "torch_fsdp")]
     assert all(0.005 < row["result"]["mfu"] < 0.015 for row in small)  # "about 1%"
     ddp, fsdp2 = (rows[f"transformer large, {recipe}"] for recipe in ("torch_ddp", "torch_fsdp"))
+    assert round(ddp["result"]["mfu"], 2) == 0.30  # chapter 18: "30% at 153 million weights"
+    assert max(ddp["result"]["mfu"], fsdp2["result"]["mfu"]) < 1 / 3  # the quick start's
+    assert round(ddp["result"]["parameters"], -6) == 153e6
     assert ddp["result"]["peak_memory_bytes"] < 11e9  # "under 11 GB"
     assert ddp["result"]["steps"] == fsdp2["result"]["steps"] == 219  # one epoch
     first, *_, last = ddp["logged_losses"]
