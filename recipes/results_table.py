@@ -4,6 +4,7 @@ the PyTorch recipes tokens per second (the transformer), model FLOPs utilisation
 share of the device's peak the training's operations reach) and peak memory (chapter 18).
 
     python results_table.py results.jsonl [more.jsonl ...] [--plot scaling.png]
+        [--model transformer] [--columns recipe,devices,per_device,efficiency]
 
 It also reads what `python -m tools.gpu_evidence` wrote (recipes/measured/*_evidence.jsonl):
 the recipes' rows in it, one per step that trained.
@@ -103,10 +104,11 @@ def read_runs(paths: list[str]) -> list[dict]:
 
 
 def _group(run: dict) -> tuple:
-    """Runs that scale against each other: same recipe, model, device type, precision and
-    per-device batch."""
+    """Runs that scale against each other: same recipe, model and its size (weights),
+    device type, precision and per-device batch."""
     per_device_batch = run["global_batch"] // max(run["devices"], 1)
-    return run["recipe"], run["model"], run["device_type"], run["precision"], per_device_batch
+    model = run["model"], run["weights"]
+    return run["recipe"], model, run["device_type"], run["precision"], per_device_batch
 
 
 def add_efficiency(runs: list[dict]) -> None:
@@ -121,9 +123,10 @@ def add_efficiency(runs: list[dict]) -> None:
 
 
 def format_table(runs: list[dict], keys: list[str] | None = None) -> str:
-    """The runs as an aligned text table, with the columns of `keys` (default: all);
-    '-' where a value is missing."""
-    columns = [column for column in COLUMNS if keys is None or column[1] in keys]
+    """The runs as an aligned text table, with the columns of `keys` in their order
+    (default: all); '-' where a value is missing."""
+    by_key = {column[1]: column for column in COLUMNS}
+    columns = COLUMNS if keys is None else [by_key[key] for key in keys]
     rows = [[title for title, _, _ in columns]]
     for run in runs:
         rows.append(
@@ -148,13 +151,14 @@ def plot_scaling(runs: list[dict], path: str) -> None:
     for run in runs:
         if run["per_device"]:
             groups.setdefault(_group(run), {})[run["devices"]] = run["per_device"] * run["devices"]
-    for (recipe, model, device, precision, batch), points in groups.items():
+    for (recipe, (model, weights), device, precision, batch), points in groups.items():
         devices = sorted(points)
+        size = f", {weights:,} weights" if weights else ""
         (line,) = axes.plot(
             devices,
             [points[d] for d in devices],
             "o-",
-            label=f"{recipe} ({model}), {device}, {precision}, {batch} per device",
+            label=f"{recipe} ({model}{size}), {device}, {precision}, {batch} per device",
         )
         if 1 in points:
             axes.plot(devices, [points[1] * d for d in devices], "--", color=line.get_color())

@@ -312,9 +312,10 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
     _results_table().main([str(made), str(ddp_run[0]) + ".jsonl", "--plot", str(plot)])
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 2 + 4 + 1  # header, rule, runs, "plot saved"
-    assert rows[3].split()[:8] == [
+    assert rows[3].split()[:9] == [
         "torch_ddp",
         "cnn",  # results without a model are the CNN's
+        "-",  # nor their weights
         "8",
         "cuda",
         "bf16",
@@ -322,8 +323,8 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
         "5760.0",
         "90%",
     ]
-    assert rows[4].split()[7] == "-"  # no 1-device run to compare with
-    assert rows[5].split()[:6] == ["torch_ddp", "cnn", "2", "cpu", "fp32", "16"]
+    assert rows[4].split()[8] == "-"  # no 1-device run to compare with
+    assert rows[5].split()[:7] == ["torch_ddp", "cnn", "12,810", "2", "cpu", "fp32", "16"]
     assert plot.stat().st_size > 0
 
 
@@ -342,6 +343,23 @@ def test_results_table_reads_the_gpu_evidence_files_recipe_rows(capsys):
     _results_table().main([str(EVIDENCE), "--model", "transformer", "--columns", "recipe,mfu"])
     header, _, *rows = capsys.readouterr().out.splitlines()
     assert header.split() == ["recipe", "MFU"] and len(rows) == 4
+
+
+def test_results_table_compares_only_runs_of_the_same_model_size(tmp_path, capsys):
+    """Two sizes of the transformer at the same batch per device are two groups: each run
+    on one device is its own 100%, not a share of the other size's speed."""
+    run = {"recipe": "torch_ddp", "model": "transformer", "device_type": "cuda"}
+    run |= {"precision": "bf16", "world_size": 1, "global_batch": 64, "test_accuracy": 0.5}
+    sizes = [(3_323_392, 4000.0), (152_729_600, 60.0)]
+    lines = [
+        {**run, "parameters": weights, "examples_per_s_per_device": rate, "mean_step_time_s": 1}
+        for weights, rate in sizes
+    ]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    _results_table().main([str(path), "--columns", "efficiency,weights"])
+    _, _, *rows = capsys.readouterr().out.splitlines()
+    assert [row.split() for row in rows] == [["100%", "3,323,392"], ["100%", "152,729,600"]]
 
 
 @pytest.mark.parametrize(
