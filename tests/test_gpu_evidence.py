@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, import_recipe
-from tools import chapter_workers, gpu_evidence
+from tools import chapter_workers, gpu_evidence, profile_transformer
 
 
 def test_without_a_gpu_it_says_to_use_the_dry_run(monkeypatch):
@@ -73,7 +73,10 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
     assert all(row["ok"] for row in rows), [row for row in rows if not row["ok"]]
     assert all(row["dry_run"] and row["torch"] and row["date"] for row in rows)
     for row in rows:
-        if row["step"].startswith("transformer"):
+        if row["step"] == gpu_evidence.PROFILE:  # the eager step's kernel time, by kind
+            assert row["result"]["eager_step_ms"] > 0 and row["result"]["top_kernels"]
+            assert "matrix products" in row["result"]["kernel_ms_per_step"]
+        elif row["step"].startswith("transformer"):
             assert row["result"]["model"] == "transformer" and row["result"]["mfu"] > 0
             assert row["logged_losses"][-1] < row["logged_losses"][0]  # it learned
         elif row["step"].startswith("CNN"):
@@ -84,6 +87,30 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
             assert all(w["world_size"] == 2 and w["backend"] == "gloo" for w in row["workers"])
         else:  # the quick start's programs print their test accuracy
             assert "test accuracy" in row["printed"][-1]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "matrix products"),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT", "matrix products"),
+        ("aten::addmm", "matrix products"),
+        ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>", "attention"),
+        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>", "optimizer"),
+        ("void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>", "other"),
+        ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", "attention"),
+        ("aten::native_layer_norm", "other"),
+    ],
+)
+def test_the_profile_sorts_kernels_by_kind(name, kind):
+    assert profile_transformer.kind_of(name) == kind
+
+
+def test_the_profile_without_a_gpu_says_to_use_the_dry_run(monkeypatch, tmp_path):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(SystemExit, match="--dry-run"):
+        profile_transformer.main(["--out", str(tmp_path / "profile.jsonl")])
 
 
 def page_text(name: str) -> str:
