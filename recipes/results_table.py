@@ -79,7 +79,7 @@ def read_runs(paths: list[str]) -> list[dict]:
                     "be a JSON object, as the recipes write them with --results."
                 ) from None
             if "step" in record:  # a step of tools/gpu_evidence: its recipe's row, if any
-                if not isinstance(record.get("result"), dict):
+                if "recipe" not in (record.get("result") or {}):
                     continue
                 record = record["result"]
             run, missing = {}, []

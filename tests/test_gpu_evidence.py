@@ -6,8 +6,10 @@ failing or hanging step, or worker, is recorded and the others go on."""
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from tests.helpers import ROOT, import_recipe
 from tools import chapter_workers, gpu_evidence, profile_transformer
@@ -105,6 +107,35 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
 )
 def test_the_profile_sorts_kernels_by_kind(name, kind):
     assert profile_transformer.kind_of(name) == kind
+
+
+def test_the_profile_sums_each_kernel_once_by_kind():
+    """Kernels' own time on the GPU, per step; the optimizer's `record_function` range,
+    which the profiler also records on the GPU around kernels already counted, and the
+    CPU's events, are left out."""
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    def event(key, device_type, microseconds, count=3, annotation=False):
+        return SimpleNamespace(
+            key=key,
+            device_type=device_type,
+            self_device_time_total=microseconds if device_type == cuda else 0,
+            self_cpu_time_total=microseconds if device_type == cpu else 0,
+            count=count,
+            is_user_annotation=annotation,
+        )
+
+    events = [
+        event("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT", cuda, 30_000),
+        event("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<x>", cuda, 6_000),
+        event("Optimizer.step#AdamW.step", cuda, 6_600, annotation=True),
+        event("Memcpy DtoD (Device -> Device)", cuda, 300),
+        event("aten::addmm", cpu, 90_000),
+    ]
+    by_kind, top = profile_transformer.seconds_by_kind(events, steps=3, gpu=True)
+    assert by_kind == pytest.approx({"matrix products": 0.01, "optimizer": 0.002, "other": 1e-4})
+    assert [kernel["kind"] for kernel in top] == ["matrix products", "optimizer", "other"]
+    assert top[1]["name"] == "multi_tensor_apply_kernel<x>" and top[1]["calls_per_step"] == 1
 
 
 def test_the_profile_without_a_gpu_says_to_use_the_dry_run(monkeypatch, tmp_path):

@@ -333,11 +333,15 @@ EVIDENCE = RECIPES / "measured" / "nvidia_h100_80gb_hbm3_evidence.jsonl"
 TRANSFORMER_COLUMNS = "recipe,weights,global_batch,tokens,mfu,memory_gib"
 
 
-def test_results_table_reads_the_gpu_evidence_files_recipe_rows(capsys):
+def test_results_table_reads_the_gpu_evidence_files_recipe_rows(tmp_path, capsys):
     """tools/gpu_evidence.py's file holds a row per step; the table shows each recipe's
-    run (the transformer's and the CNN's), and none of the steps that ran no recipe."""
+    run (the transformer's and the CNN's), and none of the steps that ran no recipe (the
+    chapters' workers, the quick start's programs, the profiled step's row)."""
     steps = [json.loads(line) for line in EVIDENCE.read_text().splitlines()]
-    _results_table().main([str(EVIDENCE)])
+    profiled = {"step": "transformer large, its step profiled", "result": {"eager_mfu": 0.3}}
+    evidence = tmp_path / "evidence.jsonl"
+    evidence.write_text(EVIDENCE.read_text() + json.dumps(profiled) + "\n")
+    _results_table().main([str(evidence)])
     printed = capsys.readouterr().out.splitlines()[2:]
     assert len(printed) == sum("result" in step for step in steps) == 7
     _results_table().main([str(EVIDENCE), "--model", "transformer", "--columns", "recipe,mfu"])

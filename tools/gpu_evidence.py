@@ -1,12 +1,12 @@
 """Measure the book's GPU paths in one run on one GPU, and record what each step gave.
 
-    python -m tools.gpu_evidence                    # one NVIDIA GPU: about 7 minutes
+    python -m tools.gpu_evidence                    # one NVIDIA GPU: about 10 minutes
     python -m tools.gpu_evidence --dry-run --out D  # a CPU: tiny sizes, every step run
 
 Each step is a program the book ships, started as its own process with a deadline: the
 transformer recipe under DDP and FSDP2 at the recipe's size and at a larger one with 16 and
-with 64 sequences a step (bfloat16), one step of the larger size profiled eagerly and timed
-compiled (tools/profile_transformer.py), the CNN recipe as in recipes/measured/, the quick
+with 64 sequences a step (bfloat16), the larger size's eager step profiled and its compiled
+step timed (tools/profile_transformer.py), the CNN recipe as in recipes/measured/, the quick
 start's two programs that run without TensorFlow, and the PyTorch chapters' workers on NCCL
 (tools/chapter_workers.py, by chapter file). A step that fails is recorded with its error,
 and the others still run. Every step appends one JSON line to OUT/<device>_evidence.jsonl:
@@ -48,7 +48,7 @@ TRANSFORMER_SIZES = {
     "--batch-per-device 64 --text-bytes 16000000",
 }
 DRY_TRANSFORMER = "--context 32 --width 64 --layers 2 --heads 2 --batch-per-device 8"
-PROFILE = "transformer large, one step profiled, eager and compiled"
+PROFILE = "transformer large, its step profiled, eager and compiled"
 CHAPTERS = "chapters' workers"  # a run of tools/chapter_workers.py: a deadline of 4 steps
 
 
@@ -112,22 +112,10 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
                 )
             )
     profile = work / "profile.jsonl"
-    sizes_flags = DRY_TRANSFORMER if dry_run else TRANSFORMER_SIZES["large"]
-    flags = sizes_flags.replace("--batch-per-device", "--batch").split()
-    planned.append(
-        (
-            PROFILE,
-            [
-                sys.executable,
-                "-m",
-                "tools.profile_transformer",
-                *(["--dry-run"] if dry_run else flags),
-                "--out",
-                str(profile),
-            ],
-            profile,
-        )
-    )
+    large = TRANSFORMER_SIZES["large"].replace("--batch-per-device", "--batch").split()
+    sizes = ["--dry-run"] if dry_run else large
+    command = [sys.executable, "-m", "tools.profile_transformer", *sizes, "--out", str(profile)]
+    planned.append((PROFILE, command, profile))
     cnn_epochs = "--epochs 1 --limit-examples 640 --num-workers 0" if dry_run else "--epochs 5"
     for recipe, precision in (("torch_ddp", "fp32"), ("torch_ddp", "bf16"), ("torch_fsdp", "bf16")):
         name = f"CNN, {recipe}, {precision}"
