@@ -6,6 +6,7 @@ trains on the CPU and they talk over gloo):
 
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -57,3 +58,6 @@ if rank == 0:
     accuracy = right.float().mean()
     print(f"{processes} processes on {device.type}: test accuracy {accuracy:.3f}")
 dist.destroy_process_group()
+# Skip Python's own exit, which gloo's threads can abort (pytorch/pytorch#179291).
+sys.stdout.flush()
+os._exit(0)
