@@ -1,10 +1,12 @@
 """pytest configuration shared by the unit tests and nbval."""
 
+import fcntl
 import os
 
 import nbformat
 import pytest
 from nbconvert.filters import strip_ansi
+from nbval import kernel as nbval_kernel
 from nbval.plugin import IPyNbCell
 
 from tests.helpers import count_nvidia_gpus, temporary_files_in_one_folder
@@ -25,6 +27,23 @@ def _sanitize_for_the_output_policy(self, text):
 
 # nbval compares sanitized outputs with `!=`: this is how floats get a tolerance.
 IPyNbCell.sanitize = _sanitize_for_the_output_policy
+
+_nbval_start_new_kernel = nbval_kernel.start_new_kernel
+#: one file for every pytest-xdist worker (and any suite running beside this one)
+KERNEL_START_LOCK = "/tmp/multigpu-book-kernel-start.lock"
+
+
+def _start_new_kernel_alone(*args, **kwargs):
+    """nbval's kernel start, one at a time across pytest-xdist workers: jupyter_client
+    picks free ports before the kernel binds them, so two kernels starting at once can
+    pick the same ones and one never answers (jupyter/jupyter_client#487; seen here as
+    "Kernel didn't respond in 60 seconds" for every cell of a chapter)."""
+    with open(KERNEL_START_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _nbval_start_new_kernel(*args, **kwargs)
+
+
+nbval_kernel.start_new_kernel = _start_new_kernel_alone
 
 
 def pytest_xdist_auto_num_workers(config):
