@@ -13,12 +13,14 @@ PROGRAMS = sorted(p.name for p in (ROOT / "recipes" / "quickstart").glob("*.py")
 
 
 def written_by_the_page() -> dict[str, str]:
-    """The files the quick start writes with %%writefile, by name."""
+    """The files the quick start writes with %%writefile (and adds to with `-a`), by name:
+    each cell's code ends with a newline in the file, as IPython writes it."""
     written = {}
     for cell in code_cells(load_notebook(PAGE)):
         first, _, rest = source(cell).partition("\n")
-        if first.startswith("%%writefile ") and "-a" not in first.split():
-            written[first.split()[1]] = rest
+        if first.startswith("%%writefile "):
+            *flags, name = first.split()[1:]
+            written[name] = (written[name] + "\n" if "-a" in flags else "") + rest
     return written
 
 

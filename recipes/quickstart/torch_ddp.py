@@ -35,6 +35,7 @@ train = TensorDataset(images[:1500], labels[:1500])
 sampler = DistributedSampler(train, shuffle=True, seed=0)  # each process its share
 loader = DataLoader(train, batch_size=32, sampler=sampler)  # 32 a process and step
 
+
 torch.manual_seed(0)
 model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Flatten(), nn.Linear(1152, 10))
 model = DistributedDataParallel(model.to(device))  # averages gradients over processes
