@@ -5,6 +5,9 @@ import os
 
 import nbformat
 import pytest
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.blocking import BlockingKernelClient
+from jupyter_client.channels import HBChannel
 from nbconvert.filters import strip_ansi
 from nbval import kernel as nbval_kernel
 from nbval.plugin import IPyNbCell
@@ -44,6 +47,20 @@ def _start_new_kernel_alone(*args, **kwargs):
 
 
 nbval_kernel.start_new_kernel = _start_new_kernel_alone
+
+
+class _NoHeartbeat(HBChannel):
+    """The kernel clients' heartbeat channel, never started. Its thread can block for good
+    in a send to a kernel that missed a beat under load, and stop_channels() then waits for
+    it: a CI run here hung in nbval's teardown that way. Nothing in the tests needs it:
+    nbval and nbclient (papermill) start local kernels, whose managers poll the process."""
+
+    def start(self) -> None:
+        """Not started, so stop_channels() skips it (its thread is not alive)."""
+
+
+for _client in (BlockingKernelClient, AsyncKernelClient):  # nbval's, and nbclient's
+    _client.hb_channel_class = _NoHeartbeat
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -47,3 +47,18 @@ def test_the_full_proof_is_behind_one_switch():
     assert "02_simulating_devices.ipynb::Run all again, other knobs" in full
     only_proof = _collected("--full", "-m", "full or chapter", *paths, "tests/test_suite.py")
     assert "test_suite.py" not in only_proof and "Run all again" in only_proof
+
+
+def test_nbvals_kernels_start_and_stop_without_a_heartbeat():
+    """The kernels the tests start beat no heart (conftest._NoHeartbeat): nbval's kernel
+    answers, and stopping its channels cannot wait on a heartbeat thread."""
+    from nbval import kernel
+
+    manager, client = kernel.start_new_kernel(kernel_name="python3")
+    try:
+        assert not client.hb_channel.is_alive() and client.is_alive()
+        client.execute("1 + 1")
+        assert client.get_shell_msg(timeout=60)["content"]["status"] == "ok"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
