@@ -174,7 +174,9 @@ def pytest_collection_modifyitems(session, config, items):
     pytest-xdist hands out whole files (pytest.ini: --dist loadfile, in collection order with
     --no-loadscope-reorder). A chapter takes 15 s to 2 min and a unit-test file seconds, so
     with the chapters first the short files fill in at the end while the other worker
-    finishes its last chapter, instead of one worker running a long chapter alone.
+    finishes its last chapter, instead of one worker running a long chapter alone. The
+    files with tests marked `full` (launches, a Slurm cluster, the GPU evidence's dry run: up
+    to 2 min each) go first too, for the same reason.
     """
     full = config.getoption("full")
     if not full:
@@ -182,7 +184,8 @@ def pytest_collection_modifyitems(session, config, items):
         if left_out:
             config.hook.pytest_deselected(items=left_out)
             items[:] = [item for item in items if not item.get_closest_marker("full")]
-    items.sort(key=lambda item: not _runs_notebooks(item))  # stable: files stay in order
+    long_files = {item.path for item in items if item.get_closest_marker("full")}
+    items.sort(key=lambda item: not (_runs_notebooks(item) or item.path in long_files))
     extended = []
     for position, item in enumerate(items):
         extended.append(item)

@@ -62,3 +62,12 @@ def test_nbvals_kernels_start_and_stop_without_a_heartbeat():
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+def test_the_long_files_are_handed_out_first():
+    """Chapters and the files of tests marked `full` come before the short unit tests."""
+    long_files = ("tests/test_gpu_evidence.py", "chapters/02_simulating_devices.ipynb")
+    listing = _collected("--full", "tests/test_suite.py", *long_files).splitlines()
+    files = [line.split("::")[0] for line in listing if "::" in line]
+    last_long = max(index for index, path in enumerate(files) if path in long_files)
+    assert last_long < files.index("tests/test_suite.py")
