@@ -180,7 +180,7 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
     # the chapters' workers
     workers = {row["worker"]: row for row in rows[gpu_evidence.CHAPTERS]["workers"]}
     assert len(workers) == 12 and "all twelve passed" in server
-    assert all(row["outcome"] == "ok" for row in workers.values())  # "all twelve ran"
+    assert all(row["outcome"] == "ok" for row in workers.values())  # "all twelve passed"
     assert all(row["world_size"] == 1 for row in workers.values())  # "one process each"
     assert workers["fsdp_worker"]["report"]["gap"] < 1e-14
     assert workers["fsdp_restore_worker"]["report"]["gap"] == 0
@@ -189,10 +189,13 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
         and "one process's within 1e-17" in server
     )
     assert workers["timeline_worker"]["report"]["all-reduce began ms before backward ended"] > 0
+
     # the transformer: its flags, and what the pages make of its rows
+    def ddp_and_fsdp2(by_step, size):
+        return [by_step[f"transformer {size}, {recipe}"] for recipe in ("torch_ddp", "torch_fsdp")]
+
     small, large, large_64 = (
-        [rows[f"transformer {size}, {recipe}"] for recipe in ("torch_ddp", "torch_fsdp")]
-        for size in ("recipe size", "large", "large, batch 64")
+        ddp_and_fsdp2(rows, size) for size in ("recipe size", "large", "large, batch 64")
     )
     default_flags = gpu_evidence.TRANSFORMER_SIZES["recipe size"]
     assert f"`{default_flags}`" in server  # "the default size": the parser's
@@ -212,7 +215,8 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
     assert ddp_64["steps"] == fsdp2_64["steps"] == ddp_64["steps_per_epoch"] == 64
     assert "one epoch of 64 steps" in server and "rest on 64 steps" in server
     # "a little more than the default 4 MB": 64 steps of 64 sequences of 1,025 tokens
-    assert 4e6 < 64 * 64 * 1025 and defaults["text_bytes"] == 4_000_000
+    sequence_bytes = ddp_64["steps_per_epoch"] * ddp_64["global_batch"] * (1024 + 1)
+    assert defaults["text_bytes"] == 4_000_000 < sequence_bytes
     layers, width, context = 12, 1024, 1024
     per_token = transformer_flops_per_token(layers, width, 256, context)  # 256 bytes
     masked_half = 6 * layers * context * width / per_token
@@ -259,10 +263,7 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
     earlier_path = path.with_name("nvidia_h100_80gb_hbm3_earlier_run.jsonl")
     assert f"`{earlier_path.name}`" in server
     earlier = {row["step"]: row for row in map(json.loads, earlier_path.read_text().splitlines())}
-    earlier_pairs = [
-        [earlier[f"transformer {size}, {recipe}"] for recipe in ("torch_ddp", "torch_fsdp")]
-        for size in ("recipe size", "large")
-    ]
+    earlier_pairs = [ddp_and_fsdp2(earlier, size) for size in ("recipe size", "large")]
     gaps = [longer_ms(pair) for pair in earlier_pairs]
     assert f"the first two gaps were {gaps[0]:.0f} ms and {gaps[1]:.0f} ms" in server
     moved = [
