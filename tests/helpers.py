@@ -18,6 +18,18 @@ ROOT = REPOSITORY  # the repository's root folder
 
 NOTEBOOKS = sorted(p.relative_to(ROOT) for p in (ROOT / "chapters").glob("*.ipynb"))
 
+#: Chapters whose lessons are PyTorch: their setup starts PyTorch, not TensorFlow; a section
+#: that compares with TensorFlow imports it there. CI's run with Colab's versions leaves
+#: them out (.ci/run, step 3).
+PYTORCH_CHAPTERS = [
+    "06_pytorch_dp_ddp",
+    "09_processes_and_machines",
+    "14_sharded_data_parallelism",
+    "15_fsdp2_and_sharded_checkpoints",
+    "17_inside_one_step",
+    "18_transformer_compute_and_memory",
+]
+
 
 def load_notebook(path):
     """A chapter's notebook as JSON (`path` relative to the repository)."""

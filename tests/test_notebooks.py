@@ -7,7 +7,14 @@ import re
 import pytest
 import yaml
 
-from tests.helpers import NOTEBOOKS, ROOT, code_cells, load_notebook, source
+from tests.helpers import (
+    NOTEBOOKS,
+    PYTORCH_CHAPTERS,
+    ROOT,
+    code_cells,
+    load_notebook,
+    source,
+)
 from tests.other_knobs import OTHER_KNOBS
 from tests.output_policy import printed_numbers
 from tools.chapter_costs import stated_minutes
@@ -29,18 +36,6 @@ def test_devices_are_set_up_before_tensorflow_starts(path):
     assert not re.search(r"import (tensorflow|keras)", before)
     assert re.findall(r'repository = "(.*)"', cells[0]) == [REPOSITORY_URL]
     assert "!git clone --quiet --depth 1 {repository} " in cells[0]
-
-
-#: Chapters whose lessons are PyTorch: their setup starts PyTorch, not TensorFlow; a section
-#: that compares with TensorFlow imports it there.
-PYTORCH_CHAPTERS = [
-    "06_pytorch_dp_ddp",
-    "09_processes_and_machines",
-    "14_sharded_data_parallelism",
-    "15_fsdp2_and_sharded_checkpoints",
-    "17_inside_one_step",
-    "18_transformer_compute_and_memory",
-]
 
 
 @pytest.mark.parametrize("name", PYTORCH_CHAPTERS)

@@ -8,7 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers import ROOT, count_nvidia_gpus, run_fresh, temporary_files_in_one_folder
+from tests.helpers import (
+    PYTORCH_CHAPTERS,
+    ROOT,
+    code_cells,
+    count_nvidia_gpus,
+    load_notebook,
+    run_fresh,
+    source,
+    temporary_files_in_one_folder,
+)
 
 
 def test_ci_runs_the_readme_test_command_as_typed_then_the_full_proof():
@@ -61,3 +70,14 @@ def test_every_utils_module_has_its_own_test_file():
     modules = {p.stem for p in (ROOT / "utils").glob("*.py") if p.stem != "__init__"}
     missing = sorted(m for m in modules if not (ROOT / "tests" / f"test_{m}.py").exists())
     assert not missing, f"no tests/test_<module>.py for: {missing}"
+
+
+def test_colab_s_versions_leave_out_only_chapters_without_their_libraries():
+    """CI's run with Colab's versions (.ci/run, step 3) leaves out the PyTorch chapters: none
+    of them may import a library whose Colab version differs there but through utils."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "from tests.helpers import PYTORCH_CHAPTERS" in ci and "$pytorch_chapters" in ci
+    for name in PYTORCH_CHAPTERS:
+        cells = "\n".join(source(c) for c in code_cells(load_notebook(f"chapters/{name}.ipynb")))
+        imported = re.findall(r"^\s*(?:from|import) (\w+)", cells, re.M)
+        assert not {"tensorflow", "keras", "jax", "tensorflow_datasets"} & set(imported), name
