@@ -33,8 +33,8 @@ checkpoint is saved and the processes exit with code 0; torchrun, when it is sig
 then exits with code 1 and a SignalException (the job was stopped, not finished). Give the
 job at least 30 s to stop (Kubernetes' terminationGracePeriodSeconds, Slurm's KillWait). At
 the end rank 0 appends one JSON line to --results; `python results_table.py results.jsonl`
-compares runs (examples or tokens per second, MFU, peak memory). torch_fsdp.py trains the
-same way with the model sharded (chapter 15).
+compares runs (examples per second, efficiency, MFU; with --wide tokens per second and peak
+memory too). torch_fsdp.py trains the same way with the model sharded (chapter 15).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -752,3 +753,7 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+    # Leave now: in Python's teardown, a gloo thread freeing a finished
+    # collective can abort the process (pytorch/pytorch#179291).
+    sys.stdout.flush()
+    os._exit(0)
