@@ -4,7 +4,13 @@ the PyTorch recipes tokens per second (the transformer), model FLOPs utilisation
 share of the device's peak the training's operations reach) and peak memory (chapter 18).
 
     python results_table.py results.jsonl [more.jsonl ...] [--plot scaling.png]
-        [--model transformer] [--columns recipe,devices,per_device,efficiency]
+        [--model transformer] [--wide | --columns recipe,devices,per_device,efficiency]
+
+By default it prints the columns that compare runs: the recipe, the model's size (weights),
+devices, precision, global batch, examples/s per device, efficiency and MFU, at most 100
+characters a line for the recipes' rows (PyTorch's or Keras's, models under a billion
+weights). --wide prints every column (the model's name, the device type, step time, test
+accuracy, tokens/s per device and peak memory too); --columns the ones named.
 
 It also reads what `python -m tools.gpu_evidence` wrote (recipes/measured/*_evidence.jsonl):
 the recipes' rows in it, one per step that trained.
@@ -55,6 +61,10 @@ COLUMNS = [
     ("MFU", "mfu", "{:.1%}"),
     ("peak memory (GiB)", "memory_gib", "{:.2f}"),
 ]
+#: What the table shows without --wide or --columns: at most 100 characters a line for the
+#: recipes' rows (the module's docstring says which).
+DEFAULT = ["recipe", "weights", "devices", "precision", "global_batch", "per_device"]
+DEFAULT += ["efficiency", "mfu"]
 
 
 def read_runs(paths: list[str]) -> list[dict]:
@@ -124,7 +134,7 @@ def add_efficiency(runs: list[dict]) -> None:
 
 def format_table(runs: list[dict], keys: list[str] | None = None) -> str:
     """The runs as an aligned text table, with the columns of `keys` in their order
-    (default: all); '-' where a value is missing."""
+    (None: all of them); '-' where a value is missing."""
     by_key = {column[1]: column for column in COLUMNS}
     columns = COLUMNS if keys is None else [by_key[key] for key in keys]
     rows = [[title for title, _, _ in columns]]
@@ -177,14 +187,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("results", nargs="+", help="JSON-lines files the recipes wrote")
     parser.add_argument("--plot", metavar="PNG", help="also save examples/s against devices")
     parser.add_argument("--model", help="only the runs of this model (cnn or transformer)")
-    keys = [key for _, key, _ in COLUMNS]
-    parser.add_argument(
+    keys, default = [key for _, key, _ in COLUMNS], ",".join(DEFAULT)
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--wide", action="store_true", help="every column")
+    shown.add_argument(
         "--columns",
         type=lambda text: text.split(","),
-        help=f"only these columns, comma-separated, of: {','.join(keys)}",
+        default=DEFAULT,
+        help=f"these columns, comma-separated, of: {','.join(keys)} (default: {default})",
     )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.columns or []) - set(keys))
+    unknown = sorted(set(args.columns) - set(keys))
     if unknown:
         parser.error(f"--columns: no column {', '.join(unknown)}; choose from {','.join(keys)}")
     runs = read_runs(args.results)
@@ -193,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
         runs = [run for run in runs if run["model"] == args.model]
         if not runs:
             raise SystemExit(f"no run of --model {args.model} in {', '.join(args.results)}.")
-    print(format_table(runs, args.columns))
+    print(format_table(runs, None if args.wide else args.columns))
     if args.plot:
         plot_scaling(runs, args.plot)
         print(f"plot saved to {args.plot}")

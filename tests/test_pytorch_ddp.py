@@ -1,8 +1,9 @@
 """utils.pytorch_ddp: the model, the devices and run_ranks' errors; the DDP workers chapters 6
-and 13 write on their pages (2 CPU processes == one process). Chapter 19's straggler_worker
-and mismatch_worker are asserted in the chapter's own cells (under nbval, and again in its
-second run)."""
+and 13 write on their pages (2 CPU processes == one process); chapter 9's programs, which
+stand alone and build the same model. Chapter 19's straggler_worker and mismatch_worker are
+asserted in the chapter's own cells (under nbval, and again in its second run)."""
 
+import ast
 import json
 
 import numpy as np
@@ -11,6 +12,7 @@ import torch
 import torch.multiprocessing as mp
 
 from tests.helpers import import_chapter_files
+from tools.format_written import write_chapter_files
 from utils.ddp_reference import ddp_device, train_one_process
 from utils.launch import free_ports
 from utils.pytorch_ddp import make_model, run_ranks, to_tensors
@@ -108,6 +110,51 @@ def test_chapter13_no_sync_accumulation_equals_one_process_with_larger_batches(
         data, world_size=2, per_rank_batch=8, epochs=1, lr=0.1, seed=0, dtype=torch.float64
     ).state_dict()
     assert all((accumulated[k] - single[k]).abs().max() < 1e-12 for k in single)
+
+
+#: Chapter 9's programs for servers: a reader copies each alone, so it imports nothing from
+#: the book, and it builds the book's model and data itself.
+CHAPTER9_PROGRAMS = ["ddp_train.py", "accelerate_train.py"]
+
+
+@pytest.fixture(scope="module")
+def chapter9_programs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("chapter9")
+    return write_chapter_files("chapters/09_processes_and_machines.ipynb", folder)
+
+
+@pytest.mark.parametrize("name", CHAPTER9_PROGRAMS)
+def test_chapter9_programs_import_nothing_from_the_book(chapter9_programs, name):
+    text = chapter9_programs[name].read_text()
+    imported = {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported.isdisjoint({"utils", "tools", "recipes", "tests"}), imported
+    assert "PYTHONPATH" not in text  # it runs from any folder
+
+
+@pytest.mark.parametrize("name", CHAPTER9_PROGRAMS)
+def test_chapter9_programs_build_the_book_s_model_and_data(chapter9_programs, name):
+    """The program's make_model and to_tensors (its imports and definitions run alone, not
+    its training) give utils.pytorch_ddp's layers, initial weights and tensors."""
+    tree = ast.parse(chapter9_programs[name].read_text())
+    kept = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+    tree.body = [node for node in tree.body if isinstance(node, kept)]
+    program = {}
+    exec(compile(tree, name, "exec"), program)
+    for seed, dtype in [(0, torch.float32), (0, torch.float64), (3, torch.float32)]:
+        theirs, ours = program["make_model"](seed, dtype), make_model(seed, dtype)
+        assert repr(theirs) == repr(ours.layers)  # the same layers, in the same order
+        weights = zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True)
+        assert all(torch.equal(a, b) for a, b in weights)
+    rng = np.random.default_rng(0)
+    images, labels = rng.random((5, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 5)
+    theirs = program["to_tensors"](images, labels, dtype=torch.float64).tensors
+    ours = to_tensors(images, labels, dtype=torch.float64).tensors
+    assert all(torch.equal(a, b) and a.is_contiguous() for a, b in zip(theirs, ours))
 
 
 def _fails_on_rank_one(rank):

@@ -309,7 +309,7 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
     made = tmp_path / "made.jsonl"
     made.write_text("".join(json.dumps(line) + "\n" for line in lines))
     plot = tmp_path / "scaling.png"
-    _results_table().main([str(made), str(ddp_run[0]) + ".jsonl", "--plot", str(plot)])
+    _results_table().main([str(made), str(ddp_run[0]) + ".jsonl", "--plot", str(plot), "--wide"])
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 2 + 4 + 1  # header, rule, runs, "plot saved"
     assert rows[3].split()[:9] == [
@@ -348,6 +348,25 @@ def test_results_table_reads_the_gpu_evidence_files_recipe_rows(tmp_path, capsys
     _results_table().main([str(EVIDENCE), "--model", "transformer", "--columns", "recipe,mfu"])
     header, _, *rows = capsys.readouterr().out.splitlines()
     assert header.split() == ["recipe", "MFU"] and len(rows) == 6
+
+
+MEASURED = sorted((RECIPES / "measured").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", MEASURED, ids=[path.name for path in MEASURED])
+def test_results_table_fits_100_columns_and_wide_shows_every_column(path, capsys):
+    """Each committed evidence file's default table has the default columns, in at most 100
+    characters a line; --wide shows every column, for the same rows."""
+    table = _results_table()
+    table.main([str(path)])
+    default = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in default) <= 100
+    titles = {key: title for title, key, _ in table.COLUMNS}
+    assert re.split(r"\s{2,}", default[0].strip()) == [titles[key] for key in table.DEFAULT]
+    table.main([str(path), "--wide"])
+    wide = capsys.readouterr().out.splitlines()
+    assert re.split(r"\s{2,}", wide[0].strip()) == list(titles.values())
+    assert len(wide) == len(default)  # the same rows
 
 
 def test_results_table_compares_only_runs_of_the_same_model_size(tmp_path, capsys):
@@ -394,14 +413,14 @@ def markdown_table(flags: list[str], capsys) -> str:
 
 
 def test_the_pages_transformer_table_is_what_the_evidence_file_gives(capsys):
-    """on_your_own_machine.md shows the transformer's rows of one GPU's evidence file as
+    """gpu_results.md shows the transformer's rows of one GPU's evidence file as
     results_table.py prints them: no number on the page typed by hand."""
     flags = [str(EVIDENCE), "--model", "transformer", "--columns", TRANSFORMER_COLUMNS]
-    assert markdown_table(flags, capsys) in (ROOT / "on_your_own_machine.md").read_text()
+    assert markdown_table(flags, capsys) in (ROOT / "gpu_results.md").read_text()
 
 
 def test_the_pages_gpu_table_is_what_the_measured_file_gives(capsys):
-    """on_your_own_machine.md shows, as a Markdown table, the rows results_table.py prints
+    """gpu_results.md shows, as a Markdown table, the rows results_table.py prints
     for the GPU runs' own results file, so that no number on the page was typed by hand."""
     measured = str(RECIPES / "measured" / "nvidia_h200_one_gpu.jsonl")
     _results_table().main([measured, "--columns", "devices,device_type,efficiency"])
@@ -409,7 +428,7 @@ def test_the_pages_gpu_table_is_what_the_measured_file_gives(capsys):
     assert {tuple(row.split()) for row in rows} == {("1", "cuda", "100%")}
     columns = "recipe,precision,global_batch,per_device,step_ms,accuracy"
     table = markdown_table([measured, "--columns", columns], capsys)
-    assert table in (ROOT / "on_your_own_machine.md").read_text()
+    assert table in (ROOT / "gpu_results.md").read_text()
 
 
 @pytest.mark.parametrize(
