@@ -166,27 +166,26 @@ def page_text(name: str) -> str:
 
 
 def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
-    """The sentences of the server page, chapter 18, the quick start and the calculator page
+    """The sentences of the results page, chapter 18, the quick start and the calculator page
     about the H100 run, built from the file it wrote and found on the pages."""
     path = ROOT / "recipes" / "measured" / "nvidia_h100_80gb_hbm3_evidence.jsonl"
     rows = {row["step"]: row for row in map(json.loads, path.read_text().splitlines())}
     first = next(iter(rows.values()))
-    server = page_text("on_your_own_machine.md")
+    page = page_text("gpu_results.md")
     chapter = page_text("chapters/18_transformer_compute_and_memory.ipynb")
     quick = page_text("chapters/quick_start.ipynb")
     device = f"{first['device_name']} (PyTorch {first['torch'].split('+')[0]} with CUDA"
-    assert f"{device} {first['cuda']}, NCCL {first['nccl']}, driver {first['driver']})" in server
-    assert f"On {first['date']} the transformer recipe" in server
+    assert f"{device} {first['cuda']}, NCCL {first['nccl']}, driver {first['driver']})" in page
+    assert f"On {first['date']} the transformer recipe" in page
     # the chapters' workers
     workers = {row["worker"]: row for row in rows[gpu_evidence.CHAPTERS]["workers"]}
-    assert len(workers) == 12 and "all twelve passed" in server
+    assert len(workers) == 12 and "all twelve passed" in page
     assert all(row["outcome"] == "ok" for row in workers.values())  # "all twelve passed"
     assert all(row["world_size"] == 1 for row in workers.values())  # "one process each"
     assert workers["fsdp_worker"]["report"]["gap"] < 1e-14
     assert workers["fsdp_restore_worker"]["report"]["gap"] == 0
     assert (
-        workers["clipping_worker"]["report"]["gap"] < 1e-17
-        and "one process's within 1e-17" in server
+        workers["clipping_worker"]["report"]["gap"] < 1e-17 and "one process's within 1e-17" in page
     )
     assert workers["timeline_worker"]["report"]["all-reduce began ms before backward ended"] > 0
 
@@ -198,22 +197,22 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
         ddp_and_fsdp2(rows, size) for size in ("recipe size", "large", "large, batch 64")
     )
     default_flags = gpu_evidence.TRANSFORMER_SIZES["recipe size"]
-    assert f"`{default_flags}`" in server  # "the default size": the parser's
+    assert f"`{default_flags}`" in page  # "the default size": the parser's
     defaults = vars(import_recipe("torch_ddp").parse_args([]))
     for flag, value in zip(*[iter(default_flags.split())] * 2, strict=True):
         assert str(defaults[flag[2:].replace("-", "_")]) == value
     shown = "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16"
-    assert shown in server and shown in large[0]["command"]
+    assert shown in page and shown in large[0]["command"]
     shown_64 = "--batch-per-device 64 --text-bytes 16000000"
-    assert shown_64 in large_64[0]["command"] and f"`{shown_64}`" in server
+    assert shown_64 in large_64[0]["command"] and f"`{shown_64}`" in page
     for row in (*small, *large, *large_64):
         result = row["result"]
         assert result["world_size"] == 1 and result["precision"] == "bf16"  # "one rank"
-        assert result["peak_flops_per_device"] == 989e12 and "989 TFLOP/s" in server
+        assert result["peak_flops_per_device"] == 989e12 and "989 TFLOP/s" in page
     ddp, fsdp2 = (row["result"] for row in large)
     ddp_64, fsdp2_64 = (row["result"] for row in large_64)
     assert ddp_64["steps"] == fsdp2_64["steps"] == ddp_64["steps_per_epoch"] == 64
-    assert "one epoch of 64 steps" in server and "rest on 64 steps" in server
+    assert "one epoch of 64 steps" in page and "rest on 64 steps" in page
     # "a little more than the default 4 MB": 64 steps of 64 sequences of 1,025 tokens
     sequence_bytes = ddp_64["steps_per_epoch"] * ddp_64["global_batch"] * (1024 + 1)
     assert defaults["text_bytes"] == 4_000_000 < sequence_bytes
@@ -222,13 +221,13 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
     masked_half = 6 * layers * context * width / per_token
     assert (
         round(masked_half * 100) == 7
-        and "masked half (7% of the operations at 1,024 tokens)" in server
+        and "masked half (7% of the operations at 1,024 tokens)" in page
     )
     assert (
         f"DDP reached {ddp['mfu']:.1%} and FSDP2 {fsdp2['mfu']:.1%} with 16 sequences a step, "
-        f"and {ddp_64['mfu']:.1%} and {fsdp2_64['mfu']:.1%} with 64" in server
+        f"and {ddp_64['mfu']:.1%} and {fsdp2_64['mfu']:.1%} with 64" in page
     )
-    assert 0.38 < fsdp2_64["mfu"] < 0.4 and f"FSDP2's {fsdp2_64['mfu']:.1%} is close to" in server
+    assert 0.38 < fsdp2_64["mfu"] < 0.4 and f"FSDP2's {fsdp2_64['mfu']:.1%} is close to" in page
     mfus = sorted(f"{row['result']['mfu']:.1%}" for row in small)
     span_16 = " to ".join(sorted(f"{result['mfu']:.1%}" for result in (ddp, fsdp2)))
     assert f"{' to '.join(mfus)} of the peak at the default size" in chapter
@@ -243,11 +242,11 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
         f"{lowest:.1%} to {best:.1%} at 153 million with 16 to 64" in calculator
     )
     assert round(small[0]["result"]["parameters"], -6) == 3e6
-    assert round(ddp["parameters"], -6) == 153e6 and "153 million weights" in server
+    assert round(ddp["parameters"], -6) == 153e6 and "153 million weights" in page
     default = small[0]["result"]
     at_peak_ms = default["flops_per_step_per_device"] / default["peak_flops_per_device"] * 1e3
     step_ms = default["mean_step_time_s"] * 1e3
-    assert f"{at_peak_ms:.2f} ms at the peak, yet a DDP step took {step_ms:.0f} ms" in server
+    assert f"{at_peak_ms:.2f} ms at the peak, yet a DDP step took {step_ms:.0f} ms" in page
 
     # DDP against FSDP2, in this run and in the earlier one
     def longer_ms(pair):
@@ -258,44 +257,44 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
     assert (
         f"FSDP2's step took {longer[0]:.0f} ms longer than DDP's at the default size and "
         f"{longer[1]:.0f} ms longer at 153 million weights with 16 sequences; with 64 it was "
-        f"{-longer[2]:.0f} ms shorter" in server
+        f"{-longer[2]:.0f} ms shorter" in page
     )
     earlier_path = path.with_name("nvidia_h100_80gb_hbm3_earlier_run.jsonl")
-    assert f"`{earlier_path.name}`" in server
+    assert f"`{earlier_path.name}`" in page
     earlier = {row["step"]: row for row in map(json.loads, earlier_path.read_text().splitlines())}
     earlier_pairs = [ddp_and_fsdp2(earlier, size) for size in ("recipe size", "large")]
     gaps = [longer_ms(pair) for pair in earlier_pairs]
-    assert f"the first two gaps were {gaps[0]:.0f} ms and {gaps[1]:.0f} ms" in server
+    assert f"the first two gaps were {gaps[0]:.0f} ms and {gaps[1]:.0f} ms" in page
     moved = [
         abs(then[0]["result"]["mean_step_time_s"] - now[0]["result"]["mean_step_time_s"])
         for then, now in zip(earlier_pairs, (small, large), strict=True)
     ]
-    assert max(moved) <= 1e-3 and "DDP's steps moved by 1 ms or less" in server
+    assert max(moved) <= 1e-3 and "DDP's steps moved by 1 ms or less" in page
     # the losses
     assert ddp["steps"] == fsdp2["steps"] == ddp["steps_per_epoch"]  # one epoch
-    assert f"a learning rate of {ddp['learning_rate']:.1e}".replace("e-04", "e-4") in server
-    assert f"(a learning rate of {ddp_64['learning_rate']:.0e})".replace("e-03", "e-3") in server
+    assert f"a learning rate of {ddp['learning_rate']:.1e}".replace("e-04", "e-4") in page
+    assert f"(a learning rate of {ddp_64['learning_rate']:.0e})".replace("e-03", "e-3") in page
     losses = large[0]["logged_losses"]
-    assert f"fell from {losses[0]:.1f} to {losses[2]:.1f} by step 40" in server
+    assert f"fell from {losses[0]:.1f} to {losses[2]:.1f} by step 40" in page
     assert 2.3 <= min(losses[2:]) and max(losses[2:]) <= 2.7  # "stayed between 2.3 and 2.7"
     losses_64 = large_64[0]["logged_losses"]
-    assert f"it fell to {losses_64[3]:.1f} by step 60" in server  # logged at 1, 20, 40, 60
+    assert f"it fell to {losses_64[3]:.1f} by step 60" in page  # logged at 1, 20, 40, 60
     for pair in (large, large_64):
         ddp_losses, fsdp_losses = (row["logged_losses"] for row in pair)
         gaps = [abs(a - b) for a, b in zip(ddp_losses, fsdp_losses, strict=True)]
         assert max(gaps) < 0.001
-    assert "At 153 million weights DDP's and FSDP2's logged losses agree to within 0.001" in server
+    assert "At 153 million weights DDP's and FSDP2's logged losses agree to within 0.001" in page
     # the profiled step
     profile = rows[gpu_evidence.PROFILE]["result"]
     assert (profile["batch"], profile["parameters"]) == (16, ddp["parameters"])
-    assert profile["profiled_steps"] == 3 and "records 3 steps with `torch.profiler`" in server
+    assert profile["profiled_steps"] == 3 and "records 3 steps with `torch.profiler`" in page
     kernels = profile["kernel_ms_per_step"]
     assert (
         f"Eagerly a step took {profile['eager_step_ms']:.1f} ms ({profile['eager_mfu']:.1%} MFU)."
         f" The GPU's kernels ran for {profile['kernel_busy_ms_per_step']:.1f} ms of it: "
         f"matrix products {kernels['matrix products']:.1f} ms, attention "
         f"{kernels['attention']:.1f} ms, AdamW {kernels['optimizer']:.1f} ms, and "
-        f"{kernels['other']:.1f} ms everything else" in server
+        f"{kernels['other']:.1f} ms everything else" in page
     )
     top = {kernel["name"].split("<")[0]: kernel for kernel in profile["top_kernels"]}
     for name, phrase in (
@@ -305,21 +304,21 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
         ("GammaBetaBackwardCUDAKernelTemplate", "the normalisations' backward pass"),
     ):
         assert top[name]["kind"] == "other"
-        assert f"{phrase} ({top[name]['ms_per_step']:.1f} ms)" in server
+        assert f"{phrase} ({top[name]['ms_per_step']:.1f} ms)" in page
     counted_ms = kernels["matrix products"] + kernels["attention"]
     rate = profile["flops_per_step"] / (counted_ms / 1e3) / profile["dense_bf16_peak_flops_per_s"]
-    assert f"and attention ran at {rate:.0%} of the peak; the other kernels" in server
-    assert f"attention run at {rate:.0%} of the peak (operations counted as for MFU)" in chapter
+    assert f"and attention ran at {rate:.0%} of the peak; the other kernels" in page
+    assert f"attention ran at {rate:.0%} of the peak, and the other kernels" in chapter
     assert 0.9 < kernels["other"] / counted_ms < 1.1  # "about as long again"
     assert (
         f"the same step took {profile['compiled_step_ms']:.1f} ms, "
-        f"{profile['compiled_mfu']:.1%} MFU" in server
+        f"{profile['compiled_mfu']:.1%} MFU" in page
     )
     idle_ms = profile["eager_step_ms"] - profile["kernel_busy_ms_per_step"]
-    assert f"For about {idle_ms:.0f} ms a step no kernel ran" in server
+    assert f"For about {idle_ms:.0f} ms a step no kernel ran" in page
     # the reader's own run
     transformer_s = sum(
         row["wall_s"] for name, row in rows.items() if name.startswith("transformer")
     )
-    assert round(transformer_s / 60) == 5 and "(about 5 minutes on the H100)" in server
-    assert round(ddp_64["peak_memory_bytes"] / 2**30) == 31 and "need about 31 GiB" in server
+    assert round(transformer_s / 60) == 5 and "(about 5 minutes on the H100)" in page
+    assert round(ddp_64["peak_memory_bytes"] / 2**30) == 31 and "need about 31 GiB" in page

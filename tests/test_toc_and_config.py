@@ -125,6 +125,7 @@ def test_every_chapter_the_prose_names_is_a_link():
         "beyond_data_parallelism.md",
         "known_breakages.md",
         "on_your_own_machine.md",
+        "gpu_results.md",
         "code_you_will_find_online.md",
     ):
         found[page] = unlinked_chapters((ROOT / page).read_text(), None)
