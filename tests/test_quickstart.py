@@ -3,6 +3,9 @@ shows and runs, and they are complete (nothing from the book's `utils`). Its cel
 each of them; tests/test_notebooks.py and nbval check those."""
 
 import ast
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -51,3 +54,43 @@ def test_each_program_is_complete(name):
     }
     assert imported.isdisjoint({"utils", "recipes", "data", "tf_common", "transformer"})
     assert ast.get_docstring(tree).count("\n") >= 2  # says how to run it
+
+
+def test_torch_ddp_started_without_torchrun_says_how_to_start_it(tmp_path):
+    """`python torch_ddp.py`, what a newcomer types first: one line that says what to do."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / "quickstart" / "torch_ddp.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "Start it with torchrun: torchrun --nproc_per_node=2 torch_ddp.py"
+    ]
+
+
+@pytest.mark.full
+def test_torch_ddp_with_more_processes_than_gpus_says_it_trains_on_the_cpu(tmp_path):
+    """On a machine with one GPU (made up here: torch.cuda reports one), two processes
+    say so in one line and train on the CPU with gloo."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import torch\n"
+        "torch.cuda.device_count = lambda: 1\n"
+        "torch.cuda.is_available = lambda: True\n"
+    )
+    program = ROOT / "recipes" / "quickstart" / "torch_ddp.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        + ["--nproc_per_node=2", str(program), "--epochs", "1"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "More processes (2) than GPUs: all of them train on the CPU"
+    assert lines[-1].startswith("2 processes on cpu: test accuracy")

@@ -163,6 +163,42 @@ def test_code_and_tables_fit_the_page_without_scrolling_sideways(opened, page_na
         page.set_viewport_size(LAPTOP_SCREEN)
 
 
+PHONE_SCREEN = {"width": 390, "height": 844}
+
+
+@pytest.mark.parametrize("page_name", PAGES)
+def test_the_page_fits_a_phone(opened, page_name):
+    """At a phone's 390 pixels, no page is wider than the screen: inline code wraps
+    (_static/fit-code.css), and code blocks and wide tables scroll inside their own box."""
+    page = opened(page_name)
+    try:
+        page.set_viewport_size(PHONE_SCREEN)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE_SCREEN["width"], f"{page_name} is {width} px wide at 390 px"
+    finally:
+        page.set_viewport_size(LAPTOP_SCREEN)
+
+
+def test_a_programs_copy_button_copies_the_program(opened):
+    """On the quick start, the copy button of each program's cell copies the program as
+    recipes/quickstart/ has it, without the %%writefile line (_config.yml's copybutton
+    settings leave an empty first line there), so that pasted into a file it runs."""
+    page = opened("chapters/quick_start")
+    page.evaluate(  # ClipboardJS copies from a hidden text area: read it there
+        "document.addEventListener('copy', e => { window.copied = e.target.value }, true)"
+    )
+    copied = []
+    buttons = page.locator("div.cell_input button.copybtn")
+    for index in range(buttons.count()):
+        page.evaluate("window.copied = null")
+        buttons.nth(index).click(force=True)
+        copied.append(page.evaluate("window.copied") or "")
+    for program in sorted((ROOT / "recipes" / "quickstart").glob("*.py")):
+        text = program.read_text().rstrip("\n")
+        assert "\n" + text in copied, f"no copy button on the quick start copies {program.name}"
+        compile("\n" + text, program.name, "exec")  # what is pasted parses
+
+
 def _calculator_grid(presets: dict) -> list[dict]:
     """The calculator's inputs over every preset, GPU count, sharding, precision, optimizer,
     recomputation and two GPUs, with its default assumptions."""

@@ -46,7 +46,8 @@ with strategy.scope():  # variables created here are mirrored on every device
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-history = model.fit(train, epochs=args.epochs, verbose=0)
+# shuffle=False: the dataset shuffles itself, anew each epoch (fit cannot shuffle it)
+history = model.fit(train, epochs=args.epochs, shuffle=False, verbose=0)
 for epoch, loss in enumerate(history.history["loss"], 1):
     print(f"epoch {epoch}: loss {loss:.3f}")
 _, accuracy = model.evaluate(test, verbose=0)

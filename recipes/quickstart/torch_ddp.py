@@ -1,7 +1,6 @@
-"""PyTorch DDP, one process per GPU (with fewer GPUs than processes, each process
-trains on the CPU and they talk over gloo):
-
-    torchrun --standalone --nproc_per_node=NUMBER_OF_GPUS torch_ddp.py [--epochs 5]
+"""PyTorch DDP on every GPU of this machine, one process per GPU:
+    torchrun --standalone --nproc_per_node=gpu torch_ddp.py [--epochs 5]
+Without GPUs (--nproc_per_node=2), the processes train on the CPU and talk over gloo.
 """
 
 import argparse
@@ -18,13 +17,16 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=5)
 args = parser.parse_args()
-
-local_rank = int(os.environ["LOCAL_RANK"])  # torchrun tells every process who it is
-if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):  # a GPU each
+if "LOCAL_RANK" not in os.environ:  # torchrun tells every process who it is
+    sys.exit("Start it with torchrun: torchrun --nproc_per_node=2 torch_ddp.py")
+local_rank, here = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+if torch.cuda.device_count() >= here:  # a GPU for every process on this machine
     device, backend = torch.device("cuda", local_rank), "nccl"
     torch.cuda.set_device(device)
 else:
     device, backend = torch.device("cpu"), "gloo"
+    if torch.cuda.is_available() and local_rank == 0:  # the GPUs would sit idle
+        print(f"More processes ({here}) than GPUs: all of them train on the CPU")
 dist.init_process_group(backend)
 rank, processes = dist.get_rank(), dist.get_world_size()
 
@@ -34,8 +36,6 @@ labels = torch.tensor(digits.target)
 train = TensorDataset(images[:1500], labels[:1500])
 sampler = DistributedSampler(train, shuffle=True, seed=0)  # each process its share
 loader = DataLoader(train, batch_size=32, sampler=sampler)  # 32 a process and step
-
-
 torch.manual_seed(0)
 model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Flatten(), nn.Linear(1152, 10))
 model = DistributedDataParallel(model.to(device))  # averages gradients over processes
@@ -44,8 +44,7 @@ for epoch in range(1, args.epochs + 1):
     sampler.set_epoch(epoch)  # a new order every epoch, the same on every process
     loss_sum = torch.zeros((), device=device)  # over this process's examples
     for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        loss = nn.functional.cross_entropy(model(x), y)
+        loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
         optimizer.zero_grad()
         loss.backward()  # DDP all-reduces the gradients during the backward pass
         optimizer.step()
@@ -59,6 +58,5 @@ if rank == 0:
     accuracy = right.float().mean()
     print(f"{processes} processes on {device.type}: test accuracy {accuracy:.3f}")
 dist.destroy_process_group()
-# Skip Python's own exit, which gloo's threads can abort (pytorch/pytorch#179291).
-sys.stdout.flush()
-os._exit(0)
+sys.stdout.flush()  # then leave at once: in Python's teardown, a gloo thread freeing
+os._exit(0)  # a finished collective can abort the process (pytorch/pytorch#179291)
