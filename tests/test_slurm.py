@@ -4,7 +4,7 @@ slurmctld and two slurmd (nodes n1 and n2, one CPU process each). Every script t
 reports; a torch_ddp job preempted mid-run (`scontrol requeue`), whose checkpoint takes
 SLOW_SAVE_S seconds to save, and a torch_fsdp job signalled as 120 s before its time limit
 both come back and end, on CPUs with --deterministic, with the weights of an uninterrupted
-run. Skipped where Slurm is not
+run; recipes/preflight.py, started by srun, passes its checks. Skipped where Slurm is not
 installed (or no namespace can be made), except in CI (CI set), which installs it (.ci/run).
 
 Without Slurm (unmarked, bash only): the scripts' GPU branch and their stop-then-requeue on
@@ -342,10 +342,14 @@ SUBMITTED = {
 }
 
 
+#: recipes/preflight.py as a job: srun starts it on each node (SLURM_PROCID, SLURM_NTASKS...)
+PREFLIGHT = "srun --ntasks-per-node=1 python recipes/preflight.py --timeout 120"
+
+
 @pytest.fixture(scope="module")
 def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
-    """Every script submitted at once. Mid-run, `preempted` is requeued as a preemption
-    requeues it (at the first step), its saves slowed by SLOW_SAVE, and
+    """Every script, and the preflight check, submitted at once. Mid-run, `preempted` is
+    requeued as a preemption requeues it (at the first step), its saves slowed by SLOW_SAVE, and
     `time_limit`'s batch script gets the USR1 that --signal=B:USR1@120 sends 120 s before
     the time limit (at the first step)."""
     folder, jobs = tmp_path_factory.mktemp("jobs"), {}
@@ -360,6 +364,9 @@ def jobs(cluster, tmp_path_factory) -> dict[str, Job]:
         paths = ["--out", str(out), "--results", str(results)]
         job_id = cluster.submit([*CPU_JOB, f"--output={log}", *options], script, [*args, *paths])
         jobs[name] = Job(job_id, log, out, results)
+    log = folder / "preflight.log"  # srun starts its tasks, one a node, with no torchrun
+    job_id = cluster.run("sbatch", "--parsable", *CPU_JOB, f"--output={log}", "--wrap", PREFLIGHT)
+    jobs["preflight"] = Job(job_id.strip(), log, folder / "preflight", folder / "preflight.jsonl")
     interrupts = {  # name: (the line to wait for, the command)
         "preempted": (EARLY, ["scontrol", "requeue", jobs["preempted"].id]),
         "time_limit": (EARLY, ["scancel", "--batch", "--signal=USR1", jobs["time_limit"].id]),
@@ -418,6 +425,18 @@ def test_each_script_trains_on_two_nodes_and_reports(cluster, jobs, name):
     assert {key: record[key] for key in EXPECTED[name]} == EXPECTED[name]
     assert record["loss_per_epoch"][-1] < record["loss_per_epoch"][0]
     assert record["test_accuracy"] > 0.3  # 10 classes: chance is 0.1
+
+
+@pytest.mark.full  # a Slurm cluster and real jobs: the full proof (CONTRIBUTING.md)
+def test_the_preflight_check_passes_under_srun(cluster, jobs):
+    """recipes/preflight.py started by srun, as its docstring shows: rank 0 on n1 opens the
+    port of the job's own (20000 + job id % 1276 x 10), both ranks meet, the group forms
+    over gloo and the all-reduce sums exactly."""
+    fields, log = finished(cluster, jobs["preflight"])
+    port = 20000 + int(jobs["preflight"].id) % 1276 * 10
+    assert f"PASS  rendezvous port {port}: free on " in log, log[-3000:]
+    assert "PASS  process group: 2 ranks joined over gloo in " in log
+    assert "checks passed, 2 rank(s) on " in log and "FAIL" not in log, log[-3000:]
 
 
 @pytest.mark.full  # a Slurm cluster and real jobs: the full proof (CONTRIBUTING.md)
