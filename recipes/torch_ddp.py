@@ -589,9 +589,16 @@ def fit(args, training, train: TensorDataset, test: TensorDataset, stop: StopFla
         generator=torch.Generator().manual_seed(args.seed + rank),
     )
 
-    progress = (
-        training.restore(model, optimizer, scheduler) if agreed_checkpoint(training) else None
-    )
+    try:
+        progress = (
+            training.restore(model, optimizer, scheduler) if agreed_checkpoint(training) else None
+        )
+    except (RuntimeError, ValueError, KeyError) as error:  # another model's or size's
+        first = str(error).strip().splitlines()[0]
+        raise SystemExit(
+            f"the checkpoint in {args.out} does not fit this model ({first}): give this run "
+            "another --out, or delete that folder to start over"
+        ) from None
     epoch, step, done = 0, 0, 0  # epoch, step within it, steps in all
     if progress:
         epoch, step, done = progress["epoch"], progress["step"], progress["global_step"]
@@ -754,6 +761,6 @@ def main(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     main()
     # Leave now: in Python's teardown, a gloo thread freeing a finished
-    # collective can abort the process (pytorch/pytorch#179291).
+    # collective can abort the process (pytorch/pytorch#117762).
     sys.stdout.flush()
     os._exit(0)

@@ -139,6 +139,6 @@ def main(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     main()
     # Leave now: in Python's teardown, a gloo thread freeing a finished
-    # collective can abort the process (pytorch/pytorch#179291).
+    # collective can abort the process (pytorch/pytorch#117762).
     sys.stdout.flush()
     os._exit(0)

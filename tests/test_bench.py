@@ -20,6 +20,7 @@ from utils.bench import Result, format_table, parse_args
         (["--global-batch", "63", "--replicas", "2"], "does not split evenly"),
         (["--global-batch", "64", "--batch-per-replica", "32"], "not allowed with"),
         (["--nonsense"], "unrecognized arguments"),
+        (["--replicas", "1", "2", "4"], "one count above 1 per run, not [2, 4]"),
     ],
 )
 def test_bad_options_are_usage_errors(argv, message, capsys):

@@ -270,6 +270,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json", metavar="FILE", help="also write the rows to FILE as JSON"
     )
     args = parser.parse_args(argv)
+    several = sorted({r for r in args.replicas if r > 1})
+    if len(several) > 1:
+        # Every MirroredStrategy starts its collective group keys at 1
+        # (tensorflow/python/distribute/mirrored_strategy.py), so a second strategy over
+        # another number of devices joins the first one's group and the all-reduce aborts.
+        parser.error(
+            f"--replicas: one count above 1 per run, not {several} (TensorFlow's strategies "
+            "in one process share their collective keys); run the others separately"
+        )
     uneven = [r for r in args.replicas if args.global_batch and args.global_batch % r]
     if uneven:
         parser.error(

@@ -128,10 +128,11 @@ def collectives(events) -> list[tuple[str, int]]:
 
 # A rank whose function returned ends at once (os._exit, after flushing its output), without
 # the interpreter's teardown: there a gloo worker thread that frees a finished collective
-# (whose saved thread-local state holds a Python object) asks for the GIL, is ended by the
-# finalizing interpreter inside a C++ destructor, and std::terminate aborts the process
-# ("terminate called without an active exception", exit -6; pytorch/pytorch#179291). The
-# rank's files are written and its process group destroyed before this point.
+# launched from a backward pass (its saved thread-local state holds a Python object) asks for
+# the GIL, is ended by the finalizing interpreter inside a C++ destructor, and std::terminate
+# aborts the process ("terminate called without an active exception", exit -6;
+# pytorch/pytorch#117762; CONTRIBUTING.md). The rank's files are written and its process
+# group destroyed before this point.
 _RUN_RANK = (
     "import base64, os, pickle, sys; "
     "fn, args = pickle.loads(base64.b64decode(sys.argv[1])); "

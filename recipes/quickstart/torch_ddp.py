@@ -59,4 +59,4 @@ if rank == 0:
     print(f"{processes} processes on {device.type}: test accuracy {accuracy:.3f}")
 dist.destroy_process_group()
 sys.stdout.flush()  # then leave at once: in Python's teardown, a gloo thread freeing
-os._exit(0)  # a finished collective can abort the process (pytorch/pytorch#179291)
+os._exit(0)  # a finished collective can abort the process (pytorch/pytorch#117762)
