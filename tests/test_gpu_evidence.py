@@ -322,3 +322,32 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
     )
     assert round(transformer_s / 60) == 5 and "(about 5 minutes on the H100)" in page
     assert round(ddp_64["peak_memory_bytes"] / 2**30) == 31 and "need about 31 GiB" in page
+
+
+def _measured_rows():
+    """Every row of recipes/measured/*.jsonl, a run's own row inside an evidence step."""
+    for path in sorted((ROOT / "recipes" / "measured").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            yield row.get("result") or row
+
+
+def test_the_front_page_says_what_ran_where_as_the_measured_files_do():
+    """intro.md names every GPU and PyTorch version the measured files hold, and says that
+    nothing ran on several GPUs exactly while every row has one process."""
+    intro = " ".join((ROOT / "intro.md").read_text().split())
+    rows = [row for row in _measured_rows() if "device_name" in row]
+    gpus = {row["device_name"].split()[1] for row in rows}  # H100, H200
+    assert gpus == {"H100", "H200"}, gpus
+    assert "on one NVIDIA H100 and one H200" in intro
+    about = json.loads((ROOT / "recipes/measured/nvidia_h200_one_gpu.about.json").read_text())
+    versions = {about["PyTorch"]} | {
+        json.loads(line)["torch"].split("+")[0]
+        for line in (ROOT / "recipes/measured/nvidia_h100_80gb_hbm3_evidence.jsonl")
+        .read_text()
+        .splitlines()
+        if "torch" in json.loads(line)
+    }
+    assert versions == {"2.11.0"} and "(PyTorch 2.11 there; the book pins 2.13)" in intro
+    several = max(row.get("world_size", 1) for row in rows) > 1
+    assert several != ("Nothing has run on several GPUs yet" in intro)
