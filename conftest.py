@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import tempfile
 
 import nbformat
 import pytest
@@ -40,10 +41,24 @@ def _start_new_kernel_alone(*args, **kwargs):
     """nbval's kernel start, one at a time across pytest-xdist workers: jupyter_client
     picks free ports before the kernel binds them, so two kernels starting at once can
     pick the same ones and one never answers (jupyter/jupyter_client#487; seen here as
-    "Kernel didn't respond in 60 seconds" for every cell of a chapter)."""
-    with open(KERNEL_START_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        return _nbval_start_new_kernel(*args, **kwargs)
+    "Kernel didn't respond in 60 seconds" for every cell of a chapter).
+
+    nbval sends the kernel's stderr to /dev/null, so a kernel that died while starting
+    said nothing ("Kernel died before replying to kernel_info", seen once for chapter 18 on
+    a loaded machine): its stderr goes to a file instead, a failed start is tried once
+    more, and a second failure raises with the tail of both starts' stderr."""
+    said = []
+    for attempt in (1, 2):
+        with tempfile.TemporaryFile("w+") as stderr:
+            kwargs["stderr"] = stderr  # the kernel keeps its own descriptor to the file
+            try:
+                with open(KERNEL_START_LOCK, "a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                    return _nbval_start_new_kernel(*args, **kwargs)
+            except RuntimeError as error:
+                stderr.seek(0)
+                said.append(f"start {attempt}: {error}; its stderr ends:\n{stderr.read()[-2000:]}")
+    raise RuntimeError("the kernel did not start twice:\n" + "\n".join(said))
 
 
 nbval_kernel.start_new_kernel = _start_new_kernel_alone
@@ -101,6 +116,7 @@ def pytest_configure(config):
     compare everything anyway.
     """
     temporary_files_in_one_folder(config)
+    share_the_cores(config)
     if getattr(config.option, "nbval", False) and os.environ.get("BOOK_NBVAL_STRICT") != "1":
         gpus = count_nvidia_gpus()
         if gpus:
@@ -109,6 +125,18 @@ def pytest_configure(config):
                 f"{gpus} NVIDIA GPU(s) found: notebooks run in nbval's lax mode "
                 "(all cells and assertions run; outputs compared only where marked)."
             )
+
+
+def share_the_cores(config) -> None:
+    """On a pytest-xdist worker, give the processes it starts (kernels, DDP ranks) its share
+    of the cores as OpenMP threads, as torchrun does for its workers: PyTorch's OpenMP threads
+    spin while they wait, so two workers each using every core slow each other down many
+    times (chapter 18's training cell: 199 s beside a busy core, 6.5 s alone). A value the
+    reader set is kept."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers and workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
 
 
 class RunAllAgain(pytest.Item):

@@ -1,8 +1,14 @@
-"""conftest.py: what a failed second run of a chapter reports, and the two tiers."""
+"""conftest.py: what a failed second run of a chapter reports, the two tiers, and the
+cores each test worker's processes use."""
 
+import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import pytest
+
+import conftest
 from conftest import failure_message
 from tests.helpers import ROOT
 
@@ -71,3 +77,49 @@ def test_the_long_files_are_handed_out_first():
     files = [line.split("::")[0] for line in listing if "::" in line]
     last_long = max(index for index, path in enumerate(files) if path in long_files)
     assert last_long < files.index("tests/test_suite.py")
+
+
+@pytest.mark.parametrize(
+    "workercount, preset, expected",
+    [(2, None, "1"), (1, None, None), (None, None, None), (2, "3", "3")],
+)
+def test_each_worker_takes_its_share_of_the_cores(monkeypatch, workercount, preset, expected):
+    """Two workers on two cores: one OpenMP thread each; alone, or outside pytest-xdist, the
+    library's own default; a reader's OMP_NUM_THREADS wins."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("OMP_NUM_THREADS", preset or "")  # restored after the test
+    if preset is None:
+        monkeypatch.delenv("OMP_NUM_THREADS")
+    config = SimpleNamespace()
+    if workercount is not None:
+        config.workerinput = {"workercount": workercount}
+    conftest.share_the_cores(config)
+    assert os.environ.get("OMP_NUM_THREADS") == expected
+
+
+def test_a_kernel_that_dies_at_start_is_started_again_and_says_why(monkeypatch):
+    """nbval's kernel start with the kernel's stderr kept: one failed start is retried;
+    two raise with what the kernel printed both times."""
+    starts = []
+
+    def dies_first(*args, stderr, **kwargs):
+        starts.append(1)
+        if len(starts) == 1:
+            stderr.write("Fatal Python error: the first start\n")
+            stderr.flush()
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        return "manager", "client"
+
+    monkeypatch.setattr(conftest, "_nbval_start_new_kernel", dies_first)
+    assert conftest._start_new_kernel_alone(startup_timeout=60) == ("manager", "client")
+    assert len(starts) == 2
+
+    def always_dies(*args, stderr, **kwargs):
+        stderr.write("MemoryError while importing\n")
+        stderr.flush()
+        raise RuntimeError("Kernel died before replying to kernel_info")
+
+    monkeypatch.setattr(conftest, "_nbval_start_new_kernel", always_dies)
+    with pytest.raises(RuntimeError, match="did not start twice") as failure:
+        conftest._start_new_kernel_alone(startup_timeout=60)
+    assert str(failure.value).count("MemoryError while importing") == 2
