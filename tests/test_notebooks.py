@@ -244,3 +244,25 @@ def test_the_book_stays_lean():
     minutes = sum(stated_minutes(notebook) for notebook in notebooks)
     weight = {"visible assert lines": visible, "hedges": hedges, "reading minutes": minutes}
     assert all(weight[k] <= LEAN[k] for k in LEAN), f"{weight}, at most {LEAN}"
+
+
+#: words that narrate the page's machinery (BOOK_STYLE, "What the reader takes away")
+NARRATION = re.compile(r"collapsed|hidden cell", re.IGNORECASE)
+BOOK_PAGES = [p.relative_to(ROOT) for p in sorted(ROOT.glob("*.md")) if p.stem not in NOT_THE_BOOK]
+
+
+@pytest.mark.parametrize("path", [*NOTEBOOKS, *BOOK_PAGES], ids=str)
+def test_the_prose_does_not_say_which_cells_are_collapsed(path):
+    """The theme shows a collapsed cell as "Show code cell source"; the prose says what the
+    code does or what is checked, never that a cell is collapsed or hidden."""
+    if path.suffix == ".ipynb":
+        cells = load_notebook(path)["cells"]
+        texts = [source(c) for c in cells if c["cell_type"] == "markdown"]
+    else:
+        texts = [(ROOT / path).read_text()]
+    found = [line.strip() for text in texts for line in text.split("\n") if NARRATION.search(line)]
+    assert not found, (
+        f"{path}: say what the code does or what is checked, not which cells are collapsed "
+        "or hidden ('the collapsed cell checks both' -> 'both are checked', or drop it; "
+        "for an exercise, 'The solution follows the exercises.'): " + " | ".join(found)
+    )

@@ -1,6 +1,7 @@
 """The book as Jupyter Book builds it: table of contents, configuration, what the build
 reads, and each chapter's title with its Colab link."""
 
+import posixpath
 import re
 
 import pytest
@@ -161,3 +162,162 @@ def test_every_chapter_link_names_the_chapter_it_points_to():
         ("6", "06"),
         ("13", "12"),
     ]
+
+
+# {doc}`text <target>` or {doc}`target`; a target is relative to the linking page's folder
+DOC_LINK = re.compile(r"\{doc\}`(?:([^`<]*?)\s*<([^>`]+)>|([^`<]+))`")
+
+
+def doc_links(markdown: str, folder: str = "") -> list[tuple[str | None, str]]:
+    """(the link's own text, or None; its target from the book's root) of every {doc} link."""
+    links = []
+    for m in DOC_LINK.finditer(markdown):
+        text, target = (m[1], m[2]) if m[2] else (None, m[3])
+        links.append((text, posixpath.normpath(posixpath.join(folder, target.strip()))))
+    return links
+
+
+def opening(page: str) -> str:
+    """What a page opens with: a chapter's first cell, a Markdown page's text before its
+    first section (`page` as _toc.yml names it)."""
+    if (ROOT / f"{page}.ipynb").exists():
+        return source(load_notebook(f"{page}.ipynb")["cells"][0])
+    return re.split(r"^## ", (ROOT / f"{page}.md").read_text(), maxsplit=1, flags=re.M)[0]
+
+
+def assumed_pages(text: str, folder: str) -> list[set[str]]:
+    """What the "Assumes ..." clause of `text` (up to the end of its sentence or its first
+    semicolon) requires: one set of pages per requirement, several where it says "or"."""
+    clause = (re.split(r"\bAssumes\s+", text, maxsplit=1) + [""])[1]
+    masked = DOC_LINK.sub(lambda m: "L" * len(m[0]), clause)  # a link's dots end nothing
+    end = re.search(r";|\.(?=\s|\*|$)", masked)
+    clause, masked = clause[: end.start() if end else None], masked[: end.start() if end else None]
+    assert not re.search(r"\b\d+\b", masked), f"name each assumed chapter as a link: {clause!r}"
+    links = list(DOC_LINK.finditer(clause))
+    required: list[set[str]] = []
+    for i, link in enumerate(links):
+        (_, target), alternative = doc_links(link[0], folder)[0], False
+        if i:
+            alternative = re.fullmatch(r"\s+or\s+", clause[links[i - 1].end() : link.start()])
+        if alternative:
+            required[-1].add(target)
+        else:
+            required.append({target})
+    return required
+
+
+def test_an_assumes_clause_lists_its_requirements():
+    text = (
+        "*About 5 minutes. Assumes\nchapter {doc}`3 <03_a>` or {doc}`4 <04_b>`, "
+        "{doc}`chapter 6 <06_c>` and {doc}`../intro`; {doc}`chapter 5 <05_d>` helps.*"
+    )
+    assert assumed_pages(text, "chapters") == [
+        {"chapters/03_a", "chapters/04_b"},
+        {"chapters/06_c"},
+        {"intro"},
+    ]
+    assert assumed_pages("Assumes Keras `fit`. Skip it ({doc}`6 <06_c>`).", "chapters") == []
+
+
+QUICK_START = "chapters/quick_start"
+# "- **PyTorch** (2 h 40): {doc}`6 <chapters/06_pytorch_dp_ddp>` (DDP), ..." up to the next
+# item or the end of the list
+ROUTE = re.compile(
+    r"^- \*\*(?P<name>[^*]+)\*\* \((?P<time>[^)]+)\): (?P<pages>.*?)(?=^- |^$)", re.M | re.S
+)
+
+
+def front_page_routes() -> dict[str, tuple[str, list[str]]]:
+    """The front page's reading routes: name -> (its stated time, its pages in order, the
+    quick start first)."""
+    section = (ROOT / "intro.md").read_text().split("## A route for each reader")[1]
+    section = section.split("\n## ")[0]
+    return {
+        m["name"]: (m["time"], [QUICK_START] + [target for _, target in doc_links(m["pages"])])
+        for m in ROUTE.finditer(section)
+    }
+
+
+def route_time(minutes: int) -> str:
+    """How the front page writes a route's time: "45 minutes", "2 h", "1 h 20", "2 h 05"."""
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{minutes} minutes"
+    return f"{hours} h {rest:02d}" if rest else f"{hours} h"
+
+
+def test_the_front_page_says_how_route_times_are_computed():
+    from tools.chapter_costs import (
+        CODE_LINES_PER_MINUTE,
+        OUTPUT_LINES_PER_MINUTE,
+        WORDS_PER_MINUTE,
+    )
+
+    section = (ROOT / "intro.md").read_text().split("## A route for each reader")[1]
+    words = " ".join(section.split("\n- ")[0].split())  # the paragraph before the routes
+    assert "Each route starts with the {doc}`quick start <chapters/quick_start>`" in words
+    for rate in (
+        f"{WORDS_PER_MINUTE} words",
+        f"{CODE_LINES_PER_MINUTE} lines of code",
+        f"{OUTPUT_LINES_PER_MINUTE} printed lines",
+    ):
+        assert rate in words, f"the front page should say how times are computed: {rate!r}"
+    assert len(front_page_routes()) >= 4
+    assert [route_time(m) for m in (45, 60, 80, 125)] == ["45 minutes", "1 h", "1 h 20", "2 h 05"]
+
+
+@pytest.mark.parametrize("name", sorted(front_page_routes()))
+def test_each_route_reads_a_chapter_after_the_chapters_it_assumes(name):
+    """BOOK_STYLE: a chapter's "Assumes" line is the order every route keeps."""
+    _, pages = front_page_routes()[name]
+    book = set(toc_files())
+    for i, page in enumerate(pages):
+        for needed in assumed_pages(opening(page), posixpath.dirname(page)):
+            needed &= book  # what is not a page of the book, no route can give
+            assert not needed or needed & set(pages[:i]), (
+                f"route {name!r} reads {page} without {' or '.join(sorted(needed))} before "
+                f"it, which {page} assumes: add it earlier, or drop {page}"
+            )
+
+
+@pytest.mark.parametrize("name", sorted(front_page_routes()))
+def test_each_route_states_the_sum_of_its_pages_reading_times(name):
+    stated, pages = front_page_routes()[name]
+    times = {}
+    for page in pages:
+        found = re.search(r"About (\d+) minutes to read", opening(page))
+        assert found, f"{page} states no reading time, so route {name!r} cannot count it"
+        times[page] = int(found[1])
+    total = sum(times.values())
+    assert stated == route_time(total), (
+        f"route {name!r} should say ({route_time(total)}), the sum of {times}"
+    )
+    assert total <= 180, f"route {name!r} takes {route_time(total)}: at most 3 hours"
+
+
+def h1(page: str) -> str:
+    first = opening(page).lstrip().split("\n")[0]
+    assert first.startswith("# "), f"{page} opens with no title"
+    return first[2:].strip()
+
+
+def test_a_page_the_front_page_names_has_one_title():
+    """The front page's link (its text, or the page's title where it has none), the
+    sidebar (_toc.yml) and the page's own title name a page alike. Links by number
+    ("chapter 6", "appendix") and the chapters' table (their full titles beside the
+    sidebar's numbered short ones) are not names."""
+    titles = {
+        entry["file"]: entry.get("title") for part in TOC["parts"] for entry in part["chapters"]
+    }
+    differ = []
+    for text, page in doc_links((ROOT / "intro.md").read_text()):
+        if text is None and (ROOT / f"{page}.ipynb").exists():
+            continue
+        if text is not None and re.fullmatch(r"(?:[Cc]hapters? )?\d+|appendix", text):
+            continue
+        names = {text or h1(page), titles.get(page) or h1(page), h1(page)}
+        if len({" ".join(n.replace("`", "").casefold().split()) for n in names}) > 1:
+            differ.append((page, sorted(names)))
+    assert not differ, (
+        f"name each page alike on the front page, in _toc.yml and in its title: {differ}"
+    )
