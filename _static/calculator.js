@@ -1,7 +1,7 @@
 // The calculator of the page "Before you rent GPUs" (before_you_rent_gpus.md). Its formulas
 // are utils/sizing.py's, written again here; tests/test_rendered_book.py drives this page in
-// Chromium and checks its numbers against the Python functions. Plain JavaScript, no
-// network: it runs on any page that has an element with the id "gpu-calculator".
+// Chromium and checks its numbers, presets, labels and messages against the Python ones.
+// Plain JavaScript, no network: it runs on any page with an element of id "gpu-calculator".
 (function () {
   "use strict";
 
@@ -19,57 +19,144 @@
     "bf16|Adam": { "weights": 2, "gradients": 2, "optimizer state": 12 },
     "autocast|SGD with momentum": { "weights": 4, "gradients": 4, "optimizer state": 4 },
     "autocast|Adam": { "weights": 4, "gradients": 4, "optimizer state": 8 },
+    "fp16|SGD with momentum": { "weights": 4, "gradients": 4, "optimizer state": 4 },
+    "fp16|Adam": { "weights": 4, "gradients": 4, "optimizer state": 8 },
   };
   const GPUS = {
-    "T4": [16, null, 8.1e12],
-    "L4": [24, 121e12, 30.3e12],
-    "A100 40GB": [40, 312e12, 19.5e12],
-    "A100 80GB": [80, 312e12, 19.5e12],
-    "H100 SXM": [80, 989e12, 67e12],
-    "H200": [141, 989e12, 67e12],
+    "T4": { memory_gb: 16, bf16: null, fp32: 8.1e12, fp16: 65e12 },
+    "L4": { memory_gb: 24, bf16: 121e12, fp32: 30.3e12, fp16: 121e12 },
+    "A100 40GB": { memory_gb: 40, bf16: 312e12, fp32: 19.5e12, fp16: 312e12 },
+    "A100 80GB": { memory_gb: 80, bf16: 312e12, fp32: 19.5e12, fp16: 312e12 },
+    "H100 SXM": { memory_gb: 80, bf16: 989e12, fp32: 67e12, fp16: 989e12 },
+    "H200": { memory_gb: 141, bf16: 989e12, fp32: 67e12, fp16: 989e12 },
   };
-  const BLOCK_ACTIVATIONS_PER_TOKEN = 16.5;
-  const LABELS = {
-    "replicated": "DDP (a whole copy on every GPU)",
-    "ZeRO-3 / FSDP": "FSDP (ZeRO-3)",
-    "any": "any model",
-    "bf16": "bfloat16 mixed (ZeRO's layout)",
-    "autocast": "bfloat16 autocast (float32 weights)",
-    "fp32": "float32",
-  };
-  // The presets: the book's CNN (counted in tests/test_sizing.py), the recipes' transformer,
-  // and models shaped like 7B and 70B ones built from the book's block.
+  const PEAK_OF = { "bf16": "bf16", "autocast": "bf16", "fp16": "fp16", "fp32": "fp32" };
+  const MLP_MATRICES = { "gelu": 2, "swiglu": 3 };
+  const BLOCK_WIDTHS = { "gelu": 6.5, "swiglu": 8.0 };
+  const ACTIVATIONS_PER_MLP_WIDTH = { "gelu": 2, "swiglu": 4 };
+  const DEFAULT_MFU = 40;
+  const EVIDENCE = "recipes/measured/nvidia_h100_80gb_hbm3_evidence.jsonl";
+  const LLAMA_2 = { kind: "transformer", mlp: "swiglu", tied: false, vocabulary: 32000,
+    context: 4096 };
+  // As utils/sizing.py's PRESETS (the test compares them): the fields each sets, and where
+  // its MFU was measured.
   const PRESETS = {
     "The book's CNN": {
       kind: "any", parameters: 12810, flops: 3782784, activationBytes: 103984, batch: 64,
+      precision: "autocast", mfu: 0.00739, tokensToTrain: 350 * 64,
+      measured: { gpu: "H100 SXM", precision: "autocast", row: "CNN, torch_ddp, bf16" },
     },
-    "The recipes' transformer": {
-      kind: "transformer", layers: 4, width: 256, heads: 4, vocabulary: 256, context: 128,
-      batch: 64,
+    "The recipes' transformer (3.3 M)": {
+      kind: "transformer", layers: 4, width: 256, heads: 4, kvHeads: 4, mlpWidth: 1024,
+      mlp: "gelu", tied: false, vocabulary: 256, context: 128, batch: 64,
+      precision: "autocast", mfu: 1.03, tokensToTrain: 300 * 64 * 128,
+      measured: { gpu: "H100 SXM", precision: "autocast",
+        row: "transformer recipe size, torch_ddp" },
     },
-    "7B-shaped (32 x 4,096)": {
-      kind: "transformer", layers: 32, width: 4096, heads: 32, vocabulary: 32000,
-      context: 4096, batch: 1,
+    "The recipes' large transformer (153 M)": {
+      kind: "transformer", layers: 12, width: 1024, heads: 16, kvHeads: 16, mlpWidth: 4096,
+      mlp: "gelu", tied: false, vocabulary: 256, context: 1024, batch: 64,
+      precision: "autocast", mfu: 35.8, tokensToTrain: 64 * 64 * 1024,
+      measured: { gpu: "H100 SXM", precision: "autocast",
+        row: "transformer large, batch 64, torch_ddp" },
     },
-    "70B-shaped (80 x 8,192)": {
-      kind: "transformer", layers: 80, width: 8192, heads: 64, vocabulary: 32000,
-      context: 4096, batch: 1,
+    "Llama 2 7B": {
+      ...LLAMA_2, layers: 32, width: 4096, heads: 32, kvHeads: 32, mlpWidth: 11008, batch: 1,
+      precision: "bf16", mfu: DEFAULT_MFU, tokensToTrain: 2.0e12, measured: null,
+    },
+    "Llama 2 70B": {
+      ...LLAMA_2, layers: 80, width: 8192, heads: 64, kvHeads: 8, mlpWidth: 28672, batch: 1,
+      precision: "bf16", mfu: DEFAULT_MFU, tokensToTrain: 2.0e12, measured: null,
     },
   };
+  const OPTIONS = {
+    "replicated": "DDP (a whole copy on every GPU)",
+    "ZeRO-3 / FSDP": "FSDP (ZeRO-3)",
+    "any": "any model",
+    "gelu": "GELU MLP, 2 matrices (the book's, GPT-2)",
+    "swiglu": "SwiGLU MLP, 3 matrices (Llama)",
+    "bf16": "bfloat16 mixed (ZeRO's layout)",
+    "autocast": "bfloat16 autocast (float32 weights)",
+    "fp16": "float16 autocast (float32 weights, loss scaling)",
+    "fp32": "float32",
+  };
 
-  function transformerParameters(layers, width, vocabulary, context) {
-    return layers * (12 * width ** 2 + 13 * width) + 2 * vocabulary * width + context * width
-      + 2 * width;
+  // The form: [name, label, type, options or null, initial value]. The labels are
+  // utils/sizing.py's LABELS.
+  const SHAPE = ["layers", "width", "heads", "kvHeads", "mlpWidth", "mlp", "tied",
+    "vocabulary", "context"];
+  const ANY = ["parameters", "flops", "activationBytes"];
+  const FIELDS = [
+    ["preset", "preset", "select", Object.keys(PRESETS).concat(["your own"])],
+    ["kind", "model", "select", ["transformer", "any"]],
+    ["layers", "layers", "number"], ["width", "width", "number"],
+    ["heads", "attention heads", "number"], ["kvHeads", "key-value heads", "number"],
+    ["mlpWidth", "MLP width", "number"], ["mlp", "block", "select", ["gelu", "swiglu"]],
+    ["tied", "input and output embeddings tied", "checkbox"],
+    ["vocabulary", "vocabulary", "number"], ["context", "sequence length", "number"],
+    ["parameters", "parameters", "number"],
+    ["flops", "operations per example (forward and backward)", "number"],
+    ["activationBytes", "saved activations per example, bytes in float32", "number"],
+    ["batch", "batch per GPU (sequences or examples)", "number"],
+    ["accumulation", "gradient accumulation steps", "number", null, 1],
+    ["precision", "precision", "select", ["bf16", "autocast", "fp16", "fp32"]],
+    ["optimizer", "optimizer", "select", ["Adam", "SGD with momentum"]],
+    ["stage", "sharding", "select", Object.keys(STAGES)],
+    ["recompute", "recompute activations (transformer)", "checkbox"],
+    ["tokensToTrain", "tokens to train (examples, for any model)", "number"],
+    ["price", "price per GPU-hour (empty: no cost)", "number"],
+    ["gpu", "GPU", "select", Object.keys(GPUS), "H100 SXM"],
+    ["mfu", "MFU, % of the GPU's peak", "number"],
+    ["gpus", "GPUs", "number", null, 8],
+    ["gpusPerMachine", "GPUs per machine", "number", null, 8],
+    ["busBandwidth", "bus bandwidth inside a machine, GB/s", "number", null, 370],
+    ["network", "network between machines, Gb/s per machine", "number", null, 3200],
+    ["latency", "latency per ring step, µs", "number", null, 10],
+    ["margin", "memory kept free, %", "number", null, 10],
+  ];
+  const LABELS = Object.fromEntries(FIELDS.map(([name, label]) => [name, label]));
+  // The form's parts, each from its first field on.
+  const GROUPS = { preset: "The model", batch: "The training", gpu: "The GPUs" };
+  // Sources beside the fields (the MFU's note depends on the preset: mfuNote below).
+  const NOTES = {
+    busBandwidth: 'NCCL\'s ring on 8 H100s over NVLink: <a href="https://github.com/NVIDIA/'
+      + 'nccl-tests/issues/212">nccl-tests#212</a>.',
+    network: "3,200: 8 × 400 Gb/s InfiniBand, an adapter per GPU, NCCL running a ring on "
+      + "each (a DGX H100); 100: one 100 Gb/s Ethernet adapter. Line rates.",
+    latency: "A guess: measure yours.",
+  };
+
+  function shape(width, heads, kvHeads, mlpWidth, mlp) {
+    return [width / heads * kvHeads, mlpWidth];
   }
 
-  function transformerFlopsPerToken(layers, width, vocabulary, context) {
-    return 6 * (layers * 12 * width ** 2 + width * vocabulary) + 12 * layers * context * width;
+  function transformerParameters(i) {
+    const [kv, hidden] = shape(i.width, i.heads, i.kvHeads, i.mlpWidth, i.mlp);
+    const w = i.width;
+    const matrices = 2 * w ** 2 + 2 * w * kv + MLP_MATRICES[i.mlp] * w * hidden;
+    let block, rest;
+    if (i.mlp === "gelu") {
+      block = matrices + 2 * w + 2 * kv + hidden + w + 4 * w;
+      rest = i.vocabulary * w + i.context * w + 2 * w;
+    } else {
+      block = matrices + 2 * w;
+      rest = i.vocabulary * w + w;
+    }
+    return i.layers * block + rest + (i.tied ? 0 : i.vocabulary * w);
   }
 
-  function transformerActivationValues(layers, width, vocabulary, context, recompute) {
-    const block = BLOCK_ACTIVATIONS_PER_TOKEN * width;
-    const blocks = recompute ? layers * width + block : layers * block;
-    return context * (blocks + vocabulary);
+  function transformerFlopsPerToken(i) {
+    const [kv, hidden] = shape(i.width, i.heads, i.kvHeads, i.mlpWidth, i.mlp);
+    const w = i.width;
+    const matrices = 2 * w ** 2 + 2 * w * kv + MLP_MATRICES[i.mlp] * w * hidden;
+    return 6 * (i.layers * matrices + w * i.vocabulary) + 12 * i.layers * i.context * w;
+  }
+
+  function transformerActivationValues(i) {
+    const [kv, hidden] = shape(i.width, i.heads, i.kvHeads, i.mlpWidth, i.mlp);
+    const block = BLOCK_WIDTHS[i.mlp] * i.width + 2 * kv + ACTIVATIONS_PER_MLP_WIDTH[i.mlp] * hidden;
+    const blocks = i.recompute ? i.layers * i.width + block : i.layers * block;
+    return i.context * (blocks + i.vocabulary);
   }
 
   function memoryPerGpu(parameters, gpus, stage, precision, optimizer, activationBytes) {
@@ -83,13 +170,19 @@
     return held;
   }
 
+  function ringBandwidth(gpus, gpusPerMachine, inside, between) {
+    if (gpus <= gpusPerMachine || inside <= between) return [inside, "inside a machine"];
+    return [between, "between machines"];
+  }
+
   function stepTime(flopsPerExample, examples, gpus, peak, mfu, gradientBytes, stage,
-    busBandwidth, latency, recompute) {
+    busBandwidth, latency, recompute, accumulation) {
     const plain = flopsPerExample * examples / (mfu * peak);
-    const compute = recompute ? plain * 4 / 3 : plain;
+    const micro = recompute ? plain * 4 / 3 : plain;
+    const compute = accumulation * micro;
     const traffic = gradientBytes * TRAFFIC[stage];
     const communication = 2 * (gpus - 1) * (traffic / (gpus * busBandwidth) + latency);
-    const backward = compute - plain / 3;
+    const backward = micro - plain / 3;
     return {
       compute_s: compute,
       communication_s: communication,
@@ -100,39 +193,55 @@
 
   function isWhole(x) { return Number.isInteger(x) && x >= 1; }
 
-  // Everything the page shows, from its inputs; an error message instead where an input is
-  // wrong (never a NaN).
-  function calculate(i) {
-    const whole = i.kind === "transformer"
-      ? ["layers", "width", "heads", "vocabulary", "context", "batch", "gpus"]
-      : ["parameters", "batch", "gpus"];
+  // What is wrong with the inputs, naming the form's labels (utils.sizing.problem).
+  function problem(i) {
+    const transformer = i.kind === "transformer";
+    const counts = ["batch", "accumulation", "gpus", "gpusPerMachine"];
+    const whole = transformer
+      ? ["layers", "width", "heads", "kvHeads", "mlpWidth", "vocabulary", "context", ...counts]
+      : ["parameters", ...counts];
     for (const name of whole) {
-      if (!isWhole(i[name])) return { error: `${name} must be a whole number, 1 or more.` };
+      if (!isWhole(i[name])) return `“${LABELS[name]}” must be a whole number, 1 or more.`;
     }
-    if (i.kind === "transformer" && i.width % i.heads !== 0) {
-      return { error: `width ${i.width} is not divisible by heads ${i.heads}.` };
+    if (transformer && i.width % i.heads !== 0) {
+      return `“${LABELS.heads}” (${i.heads}) must divide the width (${i.width}).`;
     }
-    if (i.kind !== "transformer" && !(i.flops > 0 && i.activationBytes >= 0)) {
-      return { error: "operations per example must be above 0, activations 0 or more." };
+    if (transformer && i.heads % i.kvHeads !== 0) {
+      return `“${LABELS.kvHeads}” (${i.kvHeads}) must divide the attention heads (${i.heads}).`;
     }
-    for (const name of ["mfu", "busBandwidth", "margin"]) {
-      if (!(i[name] > 0) || (name !== "busBandwidth" && i[name] >= 1)) {
-        return { error: `${name} must be above 0${name === "busBandwidth" ? "" : " and below 1"}.` };
-      }
+    if (!transformer && !(i.flops > 0 && i.activationBytes >= 0)) {
+      return `“${LABELS.flops}” must be above 0, and “${LABELS.activationBytes}” 0 or more.`;
     }
-    if (!(i.latency >= 0)) return { error: "latency must be 0 or more." };
-    if (!(i.gpu in GPUS)) return { error: `unknown GPU ${i.gpu}.` };
-    const [, bf16Peak, fp32Peak] = GPUS[i.gpu];
-    const peak = i.precision === "fp32" ? fp32Peak : bf16Peak;
-    if (peak === null) return { error: `the ${i.gpu} has no bfloat16: choose fp32.` };
-    let parameters, flopsPerExample, activationBytes, tokens;
+    if (i.gpus > i.gpusPerMachine && i.gpus % i.gpusPerMachine !== 0) {
+      return `${i.gpus} GPUs do not fill whole machines of ${i.gpusPerMachine}: `
+        + `change “${LABELS.gpus}” or “${LABELS.gpusPerMachine}”.`;
+    }
+    for (const name of ["mfu", "margin"]) {
+      if (!(i[name] > 0 && i[name] < 100)) return `“${LABELS[name]}” must lie between 0 and 100.`;
+    }
+    for (const name of ["busBandwidth", "network", "tokensToTrain"]) {
+      if (!(i[name] > 0)) return `“${LABELS[name]}” must be above 0.`;
+    }
+    if (!(i.latency >= 0)) return `“${LABELS.latency}” must be 0 or more.`;
+    if (i.price !== null && !(i.price >= 0)) return `“${LABELS.price}” must be 0 or more, or empty.`;
+    if (!(i.gpu in GPUS)) return `Unknown GPU ${i.gpu}.`;
+    if (GPUS[i.gpu][PEAK_OF[i.precision]] === null) {
+      return `The ${i.gpu} has no bfloat16: choose float16 autocast or float32.`;
+    }
+    return null;
+  }
+
+  // Everything the page shows, from its inputs in the form's units (utils.sizing.calculate);
+  // an error message instead where an input is wrong (never a NaN).
+  function calculate(i) {
+    const message = problem(i);
+    if (message) return { error: message };
     const valueBytes = i.precision === "fp32" ? 4 : 2;
+    let parameters, flopsPerExample, activationBytes, tokens;
     if (i.kind === "transformer") {
-      parameters = transformerParameters(i.layers, i.width, i.vocabulary, i.context);
-      flopsPerExample = transformerFlopsPerToken(i.layers, i.width, i.vocabulary, i.context)
-        * i.context;
-      activationBytes = i.batch * valueBytes * transformerActivationValues(
-        i.layers, i.width, i.vocabulary, i.context, i.recompute);
+      parameters = transformerParameters(i);
+      flopsPerExample = transformerFlopsPerToken(i) * i.context;
+      activationBytes = i.batch * valueBytes * transformerActivationValues(i);
       tokens = i.context;
     } else {
       parameters = i.parameters;
@@ -143,103 +252,161 @@
     const memory = memoryPerGpu(parameters, i.gpus, i.stage, i.precision, i.optimizer,
       activationBytes);
     const total = Object.values(memory).reduce((a, b) => a + b, 0);
+    const free = 1 - i.margin / 100;
     const fits = {};
-    for (const [name, [gb]] of Object.entries(GPUS)) fits[name] = total <= (1 - i.margin) * gb * 1e9;
+    for (const [name, gpu] of Object.entries(GPUS)) fits[name] = total <= free * gpu.memory_gb * 1e9;
+    const peak = GPUS[i.gpu][PEAK_OF[i.precision]];
     const gradientBytes = parameters * BYTES_PER_PARAMETER[i.precision + "|" + i.optimizer].gradients;
-    const step = stepTime(flopsPerExample, i.batch, i.gpus, peak, i.mfu, gradientBytes, i.stage,
-      i.busBandwidth, i.latency, i.kind === "transformer" && i.recompute);
-    const finite = [parameters, total, step.compute_s, step.communication_s, step.step_s];
+    const [bandwidth, bound] = ringBandwidth(i.gpus, i.gpusPerMachine, i.busBandwidth * 1e9,
+      i.network / 8 * 1e9);
+    const step = stepTime(flopsPerExample, i.batch, i.gpus, peak, i.mfu / 100, gradientBytes,
+      i.stage, bandwidth, i.latency * 1e-6, i.kind === "transformer" && i.recompute,
+      i.accumulation);
+    const perGpu = i.batch * i.accumulation * tokens;
+    const steps = Math.ceil(i.tokensToTrain / (perGpu * i.gpus));
+    const hours = steps * step.step_s / 3600;
+    const finite = [parameters, total, step.compute_s, step.communication_s, step.step_s, hours];
     if (!finite.every(Number.isFinite) || !(step.step_s > 0)) {
-      return { error: "these numbers are too large or too small to compute: check each field." };
+      return { error: "These numbers are too large or too small to compute: check each field." };
     }
     return {
       parameters, memory, total, fits, step,
-      unitsPerSecond: i.batch * tokens / step.step_s,
+      machines: Math.ceil(i.gpus / i.gpusPerMachine),
+      bandwidth,
+      bound: i.gpus > 1 ? bound : null,
+      unitsPerSecond: perGpu / step.step_s,
+      globalBatch: i.batch * i.accumulation * i.gpus,
+      tokensPerStep: perGpu * i.gpus,
+      steps, hours,
+      gpuHours: hours * i.gpus,
+      cost: i.price === null ? null : hours * i.gpus * i.price,
+      flopsPerUnit: flopsPerExample / tokens,
       unit: i.kind === "transformer" ? "tokens" : "examples",
     };
   }
 
-  const FIELDS = [
-    ["preset", "preset", "select", Object.keys(PRESETS).concat(["your own"])],
-    ["kind", "model", "select", ["transformer", "any"]],
-    ["layers", "layers", "number"], ["width", "width", "number"], ["heads", "heads", "number"],
-    ["vocabulary", "vocabulary", "number"], ["context", "sequence length", "number"],
-    ["parameters", "parameters", "number"],
-    ["flops", "operations per example (forward and backward)", "number"],
-    ["activationBytes", "saved activations per example, bytes in float32", "number"],
-    ["batch", "batch per GPU (sequences or examples)", "number"],
-    ["gpus", "GPUs", "number"],
-    ["precision", "precision", "select", ["bf16", "autocast", "fp32"]],
-    ["optimizer", "optimizer", "select", ["Adam", "SGD with momentum"]],
-    ["stage", "sharding", "select", Object.keys(STAGES)],
-    ["recompute", "recompute activations (transformer)", "checkbox"],
-    ["gpu", "GPU for the step time", "select", Object.keys(GPUS)],
-    ["mfu", "MFU (share of the peak reached)", "number", null, 0.4],
-    ["busBandwidth", "bus bandwidth, GB/s", "number", null, 370],
-    ["latency", "latency per ring step, µs", "number", null, 10],
-    ["margin", "memory kept free (CUDA context, NCCL, fragmentation)", "number", null, 0.1],
-  ];
-
   function readInputs(root) {
-    const value = (name) => root.querySelector(`[name="${name}"]`);
     const i = {};
     for (const [name, , type] of FIELDS) {
-      const element = value(name);
+      const element = root.querySelector(`[name="${name}"]`);
       if (type === "checkbox") i[name] = element.checked;
       else if (type === "number") i[name] = element.value === "" ? NaN : Number(element.value);
       else i[name] = element.value;
     }
-    i.busBandwidth *= 1e9;
-    i.latency *= 1e-6;
+    if (Number.isNaN(i.price) && root.querySelector('[name="price"]').value === "") {
+      i.price = null;
+    }
     return i;
   }
 
-  const GB = (bytes) => (bytes / 1e9).toLocaleString("en", { maximumFractionDigits: 2 });
-  const MS = (s) => (s * 1e3).toLocaleString("en", { maximumSignificantDigits: 3 });
+  const fmt = (x, digits = 3) => x.toLocaleString("en", { maximumSignificantDigits: digits });
+  const whole = (x) => Math.round(x).toLocaleString("en");
+  // 3 digits, in words past a million: "444 billion".
+  function large(x) {
+    for (const [size, name] of [[1e12, "trillion"], [1e9, "billion"], [1e6, "million"]]) {
+      if (x >= size) return `${fmt(x / size)} ${name}`;
+    }
+    return fmt(x);
+  }
+  function duration(hours) {
+    if (hours < 1 / 60) return `${fmt(hours * 3600)} s`;
+    if (hours < 1) return `${fmt(hours * 60)} min`;
+    if (hours < 72) return `${fmt(hours)} h`;
+    return `${large(hours / 24)} days`;
+  }
+  const link = (label, url) => `<a href="${url}">${label}</a>`;
+
+  // The MFU's source: the row it was measured in, or the default's.
+  function mfuNote(root, i) {
+    const preset = PRESETS[root.querySelector('[name="preset"]').value];
+    if (preset && i.mfu === preset.mfu && preset.measured) {
+      const m = preset.measured;
+      const where = `<code>${EVIDENCE.split("/").pop()}</code>, row “${m.row}”`;
+      if (m.gpu === i.gpu && m.precision === i.precision) {
+        return `Measured on one ${m.gpu} (${where}).`;
+      }
+      return `Measured on one ${m.gpu} in ${OPTIONS[m.precision]} (${where}): expect another `
+        + "share here.";
+    }
+    const runs = `${link("PaLM", "https://arxiv.org/abs/2204.02311")} 46.2%, `
+      + `${link("Llama 3 405B", "https://arxiv.org/abs/2407.21783")} 38-43%`;
+    if (preset && i.mfu === preset.mfu) {
+      return `The book's default for large models, as tuned large runs report (${runs}).`;
+    }
+    return `Your value. Tuned large runs report about ${DEFAULT_MFU}% (${runs}).`;
+  }
 
   function render(root) {
     const out = root.querySelector(".calculator-output");
-    const result = calculate(readInputs(root));
+    const inputs = readInputs(root);
+    root.querySelector('[data-note="mfu"]').innerHTML = mfuNote(root, inputs);
+    const result = calculate(inputs);
     if (result.error) {
       out.innerHTML = `<p class="calculator-error" role="alert">${result.error}</p>`;
       return;
     }
+    const [unitName, unitSize] = result.total < 1e9 ? ["MB", 1e6] : ["GB", 1e9];
+    const size = (bytes) => fmt(bytes / unitSize);
     const rows = Object.entries(result.memory).map(
-      ([kind, bytes]) => `<tr><td>${kind}</td><td data-bytes="${bytes}">${GB(bytes)}</td></tr>`);
+      ([kind, bytes]) => `<tr><td>${kind}</td><td data-bytes="${bytes}">${size(bytes)}</td></tr>`);
     const fits = Object.entries(result.fits).map(([name, ok]) =>
-      `<tr><td>${name} (${GPUS[name][0]} GB)</td><td data-fits="${ok}">${ok ? "fits" : "does not fit"}</td></tr>`);
+      `<tr><td>${name} (${GPUS[name].memory_gb} GB)</td><td data-fits="${ok}">${ok ? "fits" : "does not fit"}</td></tr>`);
     const s = result.step;
+    const ms = (x) => fmt(x * 1e3);
+    const unit = result.unit;
+    const tokensPerStep = unit === "tokens"
+      ? `<tr><td>tokens a step</td><td>${whole(result.tokensPerStep)}</td></tr>` : "";
+    const cost = result.cost === null ? ""
+      : `<tr><td><b>cost</b></td><td data-cost="${result.cost}"><b>${large(result.cost)}</b></td></tr>`;
+    let ring;
+    if (result.bound === null) ring = "One GPU: nothing to all-reduce.";
+    else {
+      ring = `The all-reduce's ring runs at ${fmt(result.bandwidth / 1e9)} GB/s, bounded by
+        the link <b data-bound="${result.bound}">${result.bound}</b>${result.machines > 1
+        ? ` (${result.machines} machines)` : ""}; it ${s.hidden ? "hides behind" : "does not hide behind"}
+        the backward pass.`;
+    }
     out.innerHTML = `
-      <p>${result.parameters.toLocaleString("en")} parameters.</p>
-      <table class="calculator-memory"><thead><tr><th>per GPU</th><th>GB</th></tr></thead>
-      <tbody>${rows.join("")}<tr><td><b>total</b></td><td data-bytes="${result.total}"><b>${GB(result.total)}</b></td></tr></tbody></table>
+      <p>${whole(result.parameters)} parameters; ${large(result.flopsPerUnit)} operations per
+      ${unit === "tokens" ? "token" : "example"} in a training step.</p>
+      <table class="calculator-memory"><thead><tr><th>per GPU</th><th>${unitName}</th></tr></thead>
+      <tbody>${rows.join("")}<tr><td><b>total</b></td><td data-bytes="${result.total}"><b>${size(result.total)}</b></td></tr></tbody></table>
       <table class="calculator-fits"><thead><tr><th>GPU</th><th>one GPU's share</th></tr></thead>
       <tbody>${fits.join("")}</tbody></table>
       <table class="calculator-step"><thead><tr><th>a step</th><th>ms</th></tr></thead><tbody>
-      <tr><td>compute</td><td data-seconds="${s.compute_s}">${MS(s.compute_s)}</td></tr>
-      <tr><td>gradients' all-reduce (ring)</td><td data-seconds="${s.communication_s}">${MS(s.communication_s)}</td></tr>
-      <tr><td>the step, with what does not hide</td><td data-seconds="${s.step_s}">${MS(s.step_s)}</td></tr>
+      <tr><td>compute</td><td data-seconds="${s.compute_s}">${ms(s.compute_s)}</td></tr>
+      <tr><td>gradients' all-reduce (ring)</td><td data-seconds="${s.communication_s}">${ms(s.communication_s)}</td></tr>
+      <tr><td>the step, with what does not hide</td><td data-seconds="${s.step_s}">${ms(s.step_s)}</td></tr>
       </tbody></table>
-      <p data-hidden="${s.hidden}">The all-reduce ${s.hidden ? "hides behind" : "does not hide behind"}
-      the backward pass; about ${Math.round(result.unitsPerSecond).toLocaleString("en")}
-      ${result.unit} per second per GPU.</p>`;
+      <p data-hidden="${s.hidden}">${ring} About
+      <b data-units-per-second="${result.unitsPerSecond}">${whole(result.unitsPerSecond)}</b>
+      ${unit} per second per GPU.</p>
+      <table class="calculator-time"><thead><tr><th>to train</th><th></th></tr></thead><tbody>
+      <tr><td>global batch</td><td>${whole(result.globalBatch)}</td></tr>${tokensPerStep}
+      <tr><td>steps</td><td>${whole(result.steps)}</td></tr>
+      <tr><td>time</td><td data-hours="${result.hours}">${duration(result.hours)}</td></tr>
+      <tr><td>GPU-hours</td><td data-gpu-hours="${result.gpuHours}">${large(result.gpuHours)}</td></tr>
+      ${cost}</tbody></table>`;
   }
 
   function applyPreset(root) {
     const preset = PRESETS[root.querySelector('[name="preset"]').value];
     if (!preset) return;
     for (const [name, value] of Object.entries(preset)) {
-      root.querySelector(`[name="${name}"]`).value = value;
+      const input = root.querySelector(`[name="${name}"]`);
+      if (!input) continue;
+      if (input.type === "checkbox") input.checked = value;
+      else input.value = value;
     }
     showKind(root);
   }
 
   function showKind(root) {
     const transformer = root.querySelector('[name="kind"]').value === "transformer";
-    for (const name of ["layers", "width", "heads", "vocabulary", "context", "recompute"]) {
+    for (const name of [...SHAPE, "recompute"]) {
       root.querySelector(`[name="${name}"]`).closest("label").hidden = !transformer;
     }
-    for (const name of ["parameters", "flops", "activationBytes"]) {
+    for (const name of ANY) {
       root.querySelector(`[name="${name}"]`).closest("label").hidden = transformer;
     }
   }
@@ -247,13 +414,20 @@
   function build(root) {
     const form = document.createElement("form");
     form.className = "calculator-form";
+    let group;
     for (const [name, label, type, options, initial] of FIELDS) {
+      if (GROUPS[name]) {
+        const fieldset = form.appendChild(document.createElement("fieldset"));
+        fieldset.appendChild(document.createElement("legend")).textContent = GROUPS[name];
+        group = fieldset.appendChild(document.createElement("div"));
+        group.className = "calculator-fields";
+      }
       const wrap = document.createElement("label");
       wrap.textContent = label + " ";
       let input;
       if (type === "select") {
         input = document.createElement("select");
-        for (const option of options) input.add(new Option(LABELS[option] || option, option));
+        for (const option of options) input.add(new Option(OPTIONS[option] || option, option));
       } else {
         input = document.createElement("input");
         input.type = type;
@@ -262,22 +436,26 @@
       input.name = name;
       if (initial !== undefined) input.value = initial;
       wrap.appendChild(input);
-      form.appendChild(wrap);
+      if (name === "mfu" || NOTES[name]) {
+        const note = document.createElement("small");
+        note.className = "calculator-note";
+        note.dataset.note = name;
+        note.innerHTML = NOTES[name] || "";
+        wrap.appendChild(note);
+      }
+      group.appendChild(wrap);
     }
-    form.querySelector('[name="gpu"]').value = "H100 SXM";
-    form.querySelector('[name="gpus"]').value = 8;
-    form.querySelector('[name="preset"]').value = "The recipes' transformer";
+    form.querySelector('[name="preset"]').value = "The recipes' transformer (3.3 M)";
     const output = document.createElement("div");
     output.className = "calculator-output";
     output.setAttribute("aria-live", "polite");
     root.replaceChildren(form, output);
     applyPreset(root);
     form.addEventListener("input", (event) => {
-      if (event.target.name === "preset") applyPreset(root);
-      else if (event.target.name === "kind") showKind(root);
-      else if (PRESETS[root.querySelector('[name="preset"]').value]
-        && !["gpus", "precision", "optimizer", "stage", "recompute", "gpu", "mfu",
-          "busBandwidth", "latency", "margin", "batch"].includes(event.target.name)) {
+      const name = event.target.name;
+      if (name === "preset") applyPreset(root);
+      else if (name === "kind") showKind(root);
+      if ([...SHAPE, ...ANY, "kind"].includes(name)) {
         root.querySelector('[name="preset"]').value = "your own";
       }
       render(root);
@@ -286,7 +464,7 @@
     render(root);
   }
 
-  window.bookCalculator = { calculate, PRESETS, GPUS };
+  window.bookCalculator = { calculate, problem, PRESETS, GPUS, LABELS };
   document.addEventListener("DOMContentLoaded", () => {
     const root = document.getElementById("gpu-calculator");
     if (root) build(root);

@@ -200,90 +200,191 @@ def test_a_programs_copy_button_copies_the_program(opened):
 
 
 def _calculator_grid(presets: dict) -> list[dict]:
-    """The calculator's inputs over every preset, GPU count, sharding, precision, optimizer,
-    recomputation and two GPUs, with its default assumptions."""
+    """The calculator's inputs over every preset (and one with tied embeddings and fewer
+    key-value heads), GPU count, sharding, precision, optimizer and recomputation; each
+    combination with one of the GPUs (the T4 too, which has no bfloat16), machine sizes,
+    networks, accumulations and prices, in turn."""
     import itertools
 
     from utils.sizing import SHARDED
 
+    shapes = [{k: v for k, v in preset.items() if k != "measured"} for preset in presets.values()]
+    shapes.append({**shapes[-2], "tied": True, "kvHeads": 8})  # Llama 2 7B, changed
     grid = []
-    for preset, gpus, stage, precision, optimizer, recompute, gpu in itertools.product(
-        presets.values(),
+    combinations = itertools.product(
+        shapes,
         (1, 8, 64),
         SHARDED,
-        ("bf16", "autocast", "fp32"),
+        ("bf16", "autocast", "fp16", "fp32"),
         ("Adam", "SGD with momentum"),
         (False, True),
-        ("A100 80GB", "H100 SXM"),
-    ):
+    )
+    for k, (shape, gpus, stage, precision, optimizer, recompute) in enumerate(combinations):
         grid.append(
             {
-                **preset,
+                **shape,
                 "gpus": gpus,
                 "stage": stage,
                 "precision": precision,
                 "optimizer": optimizer,
                 "recompute": recompute,
-                "gpu": gpu,
-                "mfu": 0.4,
-                "busBandwidth": 370e9,
-                "latency": 10e-6,
-                "margin": 0.1,
+                "gpu": ("H100 SXM", "A100 80GB", "T4", "L4")[k % 4],
+                "gpusPerMachine": (8, 4)[k // 4 % 2],
+                "network": (3200, 100)[k // 8 % 2],
+                "accumulation": (1, 4)[k // 16 % 2],
+                "price": (None, 2.5)[k // 32 % 2],
+                "mfu": 40,
+                "busBandwidth": 370,
+                "latency": 10,
+                "margin": 10,
             }
         )
     return grid
 
 
 def test_the_calculator_gives_the_books_formulas(opened):
-    """_static/calculator.js against utils.sizing, over a grid of inputs in Chromium."""
-    from utils.sizing import calculate
+    """_static/calculator.js against utils.sizing, over a grid of inputs in Chromium: the
+    same presets and labels, the same numbers, the same messages."""
+    from utils.sizing import LABELS, PRESETS, calculate, problem
 
     page = opened("before_you_rent_gpus")
-    grid = _calculator_grid(page.evaluate("window.bookCalculator.PRESETS"))
+    assert page.evaluate("window.bookCalculator.PRESETS") == PRESETS
+    assert page.evaluate("window.bookCalculator.LABELS") == LABELS
+    grid = _calculator_grid(PRESETS)
     answers = page.evaluate("grid => grid.map(window.bookCalculator.calculate)", grid)
+    errors = 0
     for inputs, js in zip(grid, answers, strict=True):
+        if problem(inputs):
+            assert js == {"error": problem(inputs)}, inputs
+            errors += 1
+            continue
         python = calculate(inputs)
-        assert js["parameters"] == python["parameters"] and js["fits"] == python["fits"]
+        for key in ("parameters", "fits", "bound", "machines", "globalBatch", "steps"):
+            assert js[key] == python[key], (key, inputs)
         assert js["memory"] == pytest.approx(python["memory"], rel=1e-12), inputs
         step = {k: v for k, v in python["step"].items() if k != "hidden"}
         assert {k: js["step"][k] for k in step} == pytest.approx(step, rel=1e-12), inputs
         assert js["step"]["hidden"] == python["step"]["hidden"]
-        assert js["unitsPerSecond"] == pytest.approx(python["unitsPerSecond"], rel=1e-12)
-    assert len(answers) == 1152
+        numbers = ("unitsPerSecond", "bandwidth", "tokensPerStep", "hours", "gpuHours")
+        for key in numbers:
+            assert js[key] == pytest.approx(python[key], rel=1e-12), (key, inputs)
+        if python["cost"] is None:
+            assert js["cost"] is None, inputs
+        else:
+            assert js["cost"] == pytest.approx(python["cost"], rel=1e-12), inputs
+    assert len(answers) == 6 * 3 * 4 * 4 * 2 * 2 and 0 < errors < len(answers) / 4
+
+
+def _calculator_reopened(opened):
+    """The calculator's page as a reader opens it (earlier tests changed its form)."""
+    page = opened("before_you_rent_gpus")
+    page.reload()
+    page.wait_for_selector(".calculator-output p")
+    return page
+
+
+def test_the_calculator_opens_with_what_the_book_measured(opened):
+    """The first answer: the recipes' transformer on an H100 at the MFU the H100 run
+    measured, its row named beside the field, and about the run's tokens per second."""
+    from utils.sizing import EVIDENCE, PRESETS
+
+    page = _calculator_reopened(opened)
+    preset = "The recipes' transformer (3.3 M)"
+    assert page.input_value('[name="preset"]') == preset
+    assert page.input_value('[name="gpu"]') == "H100 SXM"
+    row = PRESETS[preset]["measured"]["row"]
+    measured = next(
+        json.loads(line)["result"]
+        for line in (ROOT / EVIDENCE).read_text().splitlines()
+        if json.loads(line)["step"] == row
+    )
+    assert float(page.input_value('[name="mfu"]')) == round(measured["mfu"] * 100, 2)
+    note = page.inner_text('[data-note="mfu"]')
+    assert note == f"Measured on one H100 SXM ({EVIDENCE.split('/')[-1]}, row “{row}”)."
+    shown = float(page.get_attribute("[data-units-per-second]", "data-units-per-second"))
+    assert shown == pytest.approx(measured["tokens_per_s_per_device"], rel=0.005)
+    assert page.get_attribute("[data-bound]", "data-bound") == "inside a machine"
+    page.select_option('[name="gpu"]', "A100 80GB")  # not where it was measured: said so
+    assert "expect another share here" in page.inner_text('[data-note="mfu"]')
+    page.fill('[name="mfu"]', "30")
+    assert page.inner_text('[data-note="mfu"]').startswith("Your value.")
+
+
+def test_the_calculator_names_the_link_that_bounds_the_step(opened):
+    """Across two machines on one 100 Gb/s adapter the network bounds the all-reduce; the
+    time and the cost follow the price a reader enters, and no price means no cost."""
+    page = _calculator_reopened(opened)
+    page.select_option('[name="preset"]', "Llama 2 7B")
+    page.select_option('[name="stage"]', "ZeRO-3 / FSDP")
+    page.fill('[name="gpus"]', "16")
+    assert page.get_attribute("[data-bound]", "data-bound") == "inside a machine"
+    page.fill('[name="network"]', "100")
+    assert page.get_attribute("[data-bound]", "data-bound") == "between machines"
+    assert "2 machines" in page.inner_text(".calculator-output")
+    assert page.query_selector("[data-cost]") is None
+    page.fill('[name="price"]', "3")
+    hours = float(page.get_attribute("[data-gpu-hours]", "data-gpu-hours"))
+    assert float(page.get_attribute("[data-cost]", "data-cost")) == pytest.approx(3 * hours)
+
+
+def test_the_calculator_shows_small_models_in_mb(opened):
+    page = _calculator_reopened(opened)
+    page.select_option('[name="preset"]', "The book's CNN")
+    memory = page.inner_text(".calculator-memory")
+    assert "MB" in memory and "GB" not in memory
+    total = page.inner_text(".calculator-memory tr:last-child td:last-child")
+    assert float(total) > 0
 
 
 def test_the_calculator_answers_bad_input_with_a_message(opened):
-    """The form itself: a preset fills it and its total is Python's; a width the heads do
-    not divide, zero GPUs or an empty batch get a message, never a NaN."""
-    from utils.sizing import calculate
+    """The form itself: a preset fills it and its total is Python's; each bad field gets
+    Python's message, naming the field by its label, never a NaN."""
+    from utils.sizing import PRESETS, calculate, problem
 
-    page = opened("before_you_rent_gpus")
-    page.select_option('[name="preset"]', "7B-shaped (32 x 4,096)")
+    page = _calculator_reopened(opened)
+    preset = "Llama 2 70B"
+    page.select_option('[name="preset"]', preset)
     shown = float(
         page.get_attribute(".calculator-memory tr:last-child td[data-bytes]", "data-bytes")
     )
-    preset = page.evaluate("window.bookCalculator.PRESETS['7B-shaped (32 x 4,096)']")
     inputs = {
-        **preset,
+        **{k: v for k, v in PRESETS[preset].items() if k != "measured"},
+        "accumulation": 1,
         "gpus": 8,
+        "gpusPerMachine": 8,
         "stage": "replicated",
-        "precision": "bf16",
         "optimizer": "Adam",
         "recompute": False,
         "gpu": "H100 SXM",
-        "mfu": 0.4,
-        "busBandwidth": 370e9,
-        "latency": 10e-6,
-        "margin": 0.1,
+        "busBandwidth": 370,
+        "network": 3200,
+        "latency": 10,
+        "margin": 10,
+        "price": None,
     }
     assert shown == pytest.approx(calculate(inputs)["total"], rel=1e-12)
-    for field, value, message in (
-        ("width", "4001", "not divisible by heads"),
-        ("gpus", "0", "gpus must be a whole number"),
-        ("batch", "", "batch must be a whole number"),
-        ("gpus", "1e308", "too large or too small"),
+    for field, value, python_value in (
+        ("width", "8001", 8001),
+        ("kvHeads", "7", 7),
+        ("gpus", "0", 0),
+        ("gpus", "12", 12),
+        ("batch", "", float("nan")),
+        ("mfu", "100", 100),
+        ("network", "-1", -1),
+        ("tokensToTrain", "0", 0),
+        ("price", "-2", -2),
     ):
+        before = page.input_value(f'[name="{field}"]')
         page.fill(f'[name="{field}"]', value)
-        assert message in page.inner_text(".calculator-output")
+        message = problem({**inputs, field: python_value})
+        assert message and page.inner_text(".calculator-output") == message
         assert "NaN" not in page.inner_text("#gpu-calculator")
-        page.select_option('[name="preset"]', "7B-shaped (32 x 4,096)")  # whole again
+        page.fill(f'[name="{field}"]', before)  # whole again
+        page.select_option('[name="preset"]', preset)
+        assert page.query_selector(".calculator-error") is None
+    page.select_option('[name="gpu"]', "T4")
+    assert "T4 has no bfloat16: choose float16" in page.inner_text(".calculator-output")
+    page.select_option('[name="precision"]', "fp16")
+    assert page.query_selector(".calculator-error") is None
+    page.fill('[name="gpus"]', "1e308")
+    assert "too large or too small" in page.inner_text(".calculator-output")

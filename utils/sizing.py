@@ -1,20 +1,23 @@
-"""Before you rent GPUs: the memory and the step time of a data-parallel run, from the
-book's own formulas (the page before_you_rent_gpus.md; its calculator, _static/calculator.js,
-is written from these functions, and tests/test_rendered_book.py checks that the two agree).
+"""Before you rent GPUs: the memory, the step time and the cost of a data-parallel run, from
+the book's own formulas (the page before_you_rent_gpus.md; its calculator,
+_static/calculator.js, is written from these functions, and tests/test_rendered_book.py
+checks that the two agree).
 
 - What each GPU holds of weights, gradients and optimizer state under DDP, ZeRO-1, ZeRO-2
   and FSDP: chapter 14's `bytes_per_device`.
-- A transformer's operations per token, 6 per weight of a matrix product plus attention's
-  12 x layers x context x width: chapter 18.
-- Its saved activations: measured on the book's transformer (recipes/transformer.py, fused
-  attention, an MLP four times as wide) as about 16.5 values of its width per token and
-  layer, plus the logits; with recomputation each block keeps its input, and one block's
-  activations come back during the backward pass (chapter 16).
-- The ring all-reduce, 2(n - 1)(S / (n B) + latency), and whether it hides behind the
-  backward pass (about two thirds of a step's operations): chapters 17 and 18.
+- A transformer's weights and operations per token, 6 per weight of a matrix product plus
+  attention's 12 x layers x context x width: chapter 18; with grouped-query attention (fewer
+  key-value heads) and Llama's SwiGLU block as options.
+- Its saved activations: measured on the book's transformer (recipes/transformer.py) as
+  about 16.5 values of its width per token and layer, plus the logits; with recomputation
+  each block keeps its input, and one block's activations come back (chapter 16).
+- The ring all-reduce, 2(n - 1)(S / (n B) + latency), with B the slower link the ring
+  crosses (chapter 9), and whether it hides behind the backward pass (chapters 17, 18).
 """
 
 from __future__ import annotations
+
+import math
 
 from utils.checks import check_int, check_positive
 from utils.sharding import MIXED_PRECISION_ADAM, SHARDED, bytes_per_device
@@ -22,7 +25,8 @@ from utils.sharding import MIXED_PRECISION_ADAM, SHARDED, bytes_per_device
 #: Bytes per parameter of weights, gradients and optimizer state, by precision and
 #: optimizer. "bf16" keeps ZeRO's layout: 16-bit weights and gradients and, in float32, a
 #: master copy of the weights and the optimizer's moments. "autocast" is PyTorch's
-#: autocast, as the recipes train: float32 weights, gradients and state, bfloat16 compute.
+#: autocast, as the recipes train: float32 weights, gradients and state, bfloat16 compute;
+#: "fp16" the same in float16 (with a loss scaler), for GPUs without bfloat16.
 BYTES_PER_PARAMETER = {
     ("fp32", "SGD with momentum"): {"weights": 4, "gradients": 4, "optimizer state": 4},
     ("fp32", "Adam"): {"weights": 4, "gradients": 4, "optimizer state": 8},
@@ -34,67 +38,275 @@ BYTES_PER_PARAMETER = {
         "optimizer state": 4,
     },
     ("autocast", "Adam"): {"weights": 4, "gradients": 4, "optimizer state": 8},
+    ("fp16", "SGD with momentum"): {"weights": 4, "gradients": 4, "optimizer state": 4},
+    ("fp16", "Adam"): {"weights": 4, "gradients": 4, "optimizer state": 8},
 }
 
-#: Common GPUs: nominal memory in GB (as NVIDIA names them) and the dense peaks of
-#: recipes/torch_ddp.py's GPU_PEAK_FLOPS (bfloat16, float32), in operations per second.
+#: Common GPUs: nominal memory in GB (as NVIDIA names them) and dense peaks in operations
+#: per second: bfloat16 and float32 are recipes/torch_ddp.py's GPU_PEAK_FLOPS; float16 on
+#: tensor cores from the same datasheets (the T4's 65 TFLOPS "mixed precision"; the others
+#: as their bfloat16).
 GPUS = {
-    "T4": (16, None, 8.1e12),  # no bfloat16
-    "L4": (24, 121e12, 30.3e12),
-    "A100 40GB": (40, 312e12, 19.5e12),
-    "A100 80GB": (80, 312e12, 19.5e12),
-    "H100 SXM": (80, 989e12, 67e12),
-    "H200": (141, 989e12, 67e12),
+    "T4": {"memory_gb": 16, "bf16": None, "fp32": 8.1e12, "fp16": 65e12},
+    "L4": {"memory_gb": 24, "bf16": 121e12, "fp32": 30.3e12, "fp16": 121e12},
+    "A100 40GB": {"memory_gb": 40, "bf16": 312e12, "fp32": 19.5e12, "fp16": 312e12},
+    "A100 80GB": {"memory_gb": 80, "bf16": 312e12, "fp32": 19.5e12, "fp16": 312e12},
+    "H100 SXM": {"memory_gb": 80, "bf16": 989e12, "fp32": 67e12, "fp16": 989e12},
+    "H200": {"memory_gb": 141, "bf16": 989e12, "fp32": 67e12, "fp16": 989e12},
 }
 
-#: Saved activations of one block of the book's transformer, per token, in values of its
-#: width (measured: 16.5 to 16.6 at widths 64 to 256 with fused attention).
-BLOCK_ACTIVATIONS_PER_TOKEN = 16.5
+#: The peak a precision computes at: autocast's matrix products run in bfloat16.
+PEAK_OF = {"bf16": "bf16", "autocast": "bf16", "fp16": "fp16", "fp32": "fp32"}
+
+#: The two blocks: "gelu" is the book's (recipes/transformer.py) and GPT-2's: a GELU MLP of
+#: 2 matrices, biases, LayerNorm, learned positions. "swiglu" is Llama's: a SwiGLU MLP of 3
+#: matrices, no biases, RMSNorm, rotary positions (no weights).
+MLP_MATRICES = {"gelu": 2, "swiglu": 3}
+
+#: Saved activations of one block per token, in values: widths for the norms, attention's
+#: queries and output and the residual stream (BLOCK_WIDTHS), twice the keys' and values'
+#: width, and per MLP width 2 for GELU (its input and output) or 4 for SwiGLU (gate, up,
+#: their SiLU and product). The book's block, 6.5 + 2 + 2 x 4 = 16.5 widths, is measured
+#: (16.5 to 16.6 at widths 64 to 256 with fused attention); Llama's, 8 + 2 x key-value
+#: width + 4 x MLP width, too (tests/test_sizing.py: torch's RMSNorm keeps more than
+#: LayerNorm).
+BLOCK_WIDTHS = {"gelu": 6.5, "swiglu": 8.0}
+ACTIVATIONS_PER_MLP_WIDTH = {"gelu": 2, "swiglu": 4}
 
 #: FSDP (ZeRO-3) sends 1.5 times DDP's bytes: two all-gathers and a reduce-scatter
 #: (ZeRO's paper, section 7); ZeRO-1 and ZeRO-2 send what DDP does.
 TRAFFIC = {"replicated": 1.0, "ZeRO-1": 1.0, "ZeRO-2": 1.0, "ZeRO-3 / FSDP": 1.5}
 
+#: The MFU (%) the page assumes where the book measured none: about what well-tuned large
+#: runs report (46.2% for PaLM, Chowdhery et al. 2022, table 3; 38-43% for Llama 3 405B on
+#: H100s, Grattafiori et al. 2024, table 4).
+DEFAULT_MFU = 40
+
+#: Where the presets' measured MFUs come from (rows named by their "step").
+EVIDENCE = "recipes/measured/nvidia_h100_80gb_hbm3_evidence.jsonl"
+
+#: The form's fields and their labels, as the page shows them (its messages name them).
+LABELS = {
+    "preset": "preset",
+    "kind": "model",
+    "layers": "layers",
+    "width": "width",
+    "heads": "attention heads",
+    "kvHeads": "key-value heads",
+    "mlpWidth": "MLP width",
+    "mlp": "block",
+    "tied": "input and output embeddings tied",
+    "vocabulary": "vocabulary",
+    "context": "sequence length",
+    "parameters": "parameters",
+    "flops": "operations per example (forward and backward)",
+    "activationBytes": "saved activations per example, bytes in float32",
+    "batch": "batch per GPU (sequences or examples)",
+    "accumulation": "gradient accumulation steps",
+    "gpus": "GPUs",
+    "gpusPerMachine": "GPUs per machine",
+    "precision": "precision",
+    "optimizer": "optimizer",
+    "stage": "sharding",
+    "recompute": "recompute activations (transformer)",
+    "gpu": "GPU",
+    "mfu": "MFU, % of the GPU's peak",
+    "busBandwidth": "bus bandwidth inside a machine, GB/s",
+    "network": "network between machines, Gb/s per machine",
+    "latency": "latency per ring step, µs",
+    "margin": "memory kept free, %",
+    "tokensToTrain": "tokens to train (examples, for any model)",
+    "price": "price per GPU-hour (empty: no cost)",
+}
+
+_LLAMA_2 = dict(
+    kind="transformer", mlp="swiglu", tied=False, vocabulary=32000, context=4096
+)
+
+#: The presets: the form's fields they set, and where their MFU was measured ("measured":
+#: the GPU, precision and row of EVIDENCE; None where DEFAULT_MFU stands). The CNN and the
+#: recipes' transformers are as the H100 run trained them, with the tokens of its run; the
+#: Llama 2 shapes are the models' config.json files (meta-llama/Llama-2-7b-hf, -70b-hf on
+#: Hugging Face) and their 2.0 trillion tokens the paper's (Touvron et al. 2023, table 1).
+PRESETS = {
+    "The book's CNN": dict(
+        kind="any",
+        parameters=12810,
+        flops=3782784,
+        activationBytes=103984,
+        batch=64,
+        precision="autocast",
+        mfu=0.00739,
+        tokensToTrain=350 * 64,
+        measured={
+            "gpu": "H100 SXM",
+            "precision": "autocast",
+            "row": "CNN, torch_ddp, bf16",
+        },
+    ),
+    "The recipes' transformer (3.3 M)": dict(
+        kind="transformer",
+        layers=4,
+        width=256,
+        heads=4,
+        kvHeads=4,
+        mlpWidth=1024,
+        mlp="gelu",
+        tied=False,
+        vocabulary=256,
+        context=128,
+        batch=64,
+        precision="autocast",
+        mfu=1.03,
+        tokensToTrain=300 * 64 * 128,
+        measured={
+            "gpu": "H100 SXM",
+            "precision": "autocast",
+            "row": "transformer recipe size, torch_ddp",
+        },
+    ),
+    "The recipes' large transformer (153 M)": dict(
+        kind="transformer",
+        layers=12,
+        width=1024,
+        heads=16,
+        kvHeads=16,
+        mlpWidth=4096,
+        mlp="gelu",
+        tied=False,
+        vocabulary=256,
+        context=1024,
+        batch=64,
+        precision="autocast",
+        mfu=35.8,
+        tokensToTrain=64 * 64 * 1024,
+        measured={
+            "gpu": "H100 SXM",
+            "precision": "autocast",
+            "row": "transformer large, batch 64, torch_ddp",
+        },
+    ),
+    "Llama 2 7B": dict(
+        _LLAMA_2,
+        layers=32,
+        width=4096,
+        heads=32,
+        kvHeads=32,
+        mlpWidth=11008,
+        batch=1,
+        precision="bf16",
+        mfu=DEFAULT_MFU,
+        tokensToTrain=2.0e12,
+        measured=None,
+    ),
+    "Llama 2 70B": dict(
+        _LLAMA_2,
+        layers=80,
+        width=8192,
+        heads=64,
+        kvHeads=8,
+        mlpWidth=28672,
+        batch=1,
+        precision="bf16",
+        mfu=DEFAULT_MFU,
+        tokensToTrain=2.0e12,
+        measured=None,
+    ),
+}
+
+
+def _shape(
+    width: int, heads: int, kv_heads: int | None, mlp_width: int | None, mlp: str
+):
+    """The key-value width and the MLP's width, checked: the book's block by default."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    for name, value in (("width", width), ("heads", heads), ("kv_heads", kv_heads)):
+        check_int(f"transformer: {name}", value)
+    if width % heads or heads % kv_heads:
+        raise ValueError(
+            f"transformer: heads {heads} must divide width {width}, and kv_heads "
+            f"{kv_heads} must divide heads."
+        )
+    if mlp not in MLP_MATRICES:
+        raise ValueError(
+            f"transformer: mlp {mlp!r} is not one of {', '.join(MLP_MATRICES)}."
+        )
+    mlp_width = (
+        4 * width
+        if mlp_width is None
+        else check_int("transformer: mlp_width", mlp_width)
+    )
+    return width // heads * kv_heads, mlp_width
+
 
 def transformer_parameters(
-    layers: int, width: int, vocabulary: int, context: int
+    layers: int,
+    width: int,
+    vocabulary: int,
+    context: int,
+    *,
+    heads: int = 1,
+    kv_heads: int | None = None,
+    mlp_width: int | None = None,
+    mlp: str = "gelu",
+    tied: bool = False,
 ) -> int:
-    """The parameters of the book's transformer (recipes/transformer.py): per block
-    12 x width^2 + 13 x width, token and position embeddings, a final LayerNorm and an
-    output matrix without bias."""
+    """A transformer's weights. The book's block (recipes/transformer.py, mlp="gelu", an
+    MLP 4 times as wide): 12 x width^2 + 13 x width, and learned positions. Llama's
+    (mlp="swiglu"): no biases, RMSNorm, rotary positions. `kv_heads` below `heads` is
+    grouped-query attention; `tied` shares the output matrix with the token embedding."""
     for name, value in (
         ("layers", layers),
-        ("width", width),
         ("vocabulary", vocabulary),
+        ("context", context),
     ):
         check_int(f"transformer_parameters: {name}", value)
-    check_int("transformer_parameters: context", context)
-    return (
-        layers * (12 * width**2 + 13 * width)
-        + 2 * vocabulary * width
-        + context * width
-        + 2 * width
-    )
+    kv, hidden = _shape(width, heads, kv_heads, mlp_width, mlp)
+    matrices = 2 * width**2 + 2 * width * kv + MLP_MATRICES[mlp] * width * hidden
+    if mlp == "gelu":  # biases: q, k, v, out, the MLP's two; two LayerNorms; positions
+        block = matrices + 2 * width + 2 * kv + hidden + width + 4 * width
+        rest = vocabulary * width + context * width + 2 * width
+    else:  # two RMSNorms a block, one at the end
+        block = matrices + 2 * width
+        rest = vocabulary * width + width
+    return layers * block + rest + (0 if tied else vocabulary * width)
 
 
 def transformer_flops_per_token(
-    layers: int, width: int, vocabulary: int, context: int
+    layers: int,
+    width: int,
+    vocabulary: int,
+    context: int,
+    *,
+    heads: int = 1,
+    kv_heads: int | None = None,
+    mlp_width: int | None = None,
+    mlp: str = "gelu",
 ) -> int:
     """A training step's operations per token (chapter 18): 6 per weight of a matrix
-    product (the blocks' 12 x width^2 and the output's width x vocabulary) plus
-    attention's 12 x layers x context x width."""
-    return (
-        6 * (layers * 12 * width**2 + width * vocabulary)
-        + 12 * layers * context * width
-    )
+    product (the blocks' and the output's width x vocabulary, tied or not) plus attention's
+    12 x layers x context x width."""
+    kv, hidden = _shape(width, heads, kv_heads, mlp_width, mlp)
+    matrices = 2 * width**2 + 2 * width * kv + MLP_MATRICES[mlp] * width * hidden
+    return 6 * (layers * matrices + width * vocabulary) + 12 * layers * context * width
 
 
 def transformer_activation_values(
-    layers: int, width: int, vocabulary: int, context: int, *, recompute: bool
+    layers: int,
+    width: int,
+    vocabulary: int,
+    context: int,
+    *,
+    recompute: bool,
+    heads: int = 1,
+    kv_heads: int | None = None,
+    mlp_width: int | None = None,
+    mlp: str = "gelu",
 ) -> float:
     """Values autograd saves per sequence: each block's activations (or, recomputed, its
     input, and one block's activations again during the backward pass) and the logits."""
-    block = BLOCK_ACTIVATIONS_PER_TOKEN * width
+    kv, hidden = _shape(width, heads, kv_heads, mlp_width, mlp)
+    block = BLOCK_WIDTHS[mlp] * width + 2 * kv + ACTIVATIONS_PER_MLP_WIDTH[mlp] * hidden
     blocks = layers * width + block if recompute else layers * block
     return context * (blocks + vocabulary)
 
@@ -126,6 +338,19 @@ def memory_per_gpu(
     return {**states, "DDP's buckets": buckets, "activations": float(activation_bytes)}
 
 
+def ring_bandwidth(
+    gpus: int, gpus_per_machine: int, inside: float, between: float
+) -> tuple[float, str]:
+    """The bus bandwidth a ring all-reduce runs at and the link that sets it: inside one
+    machine its own; across machines the slower of the two (chapter 9: NCCL runs a ring
+    per network adapter, so `between` is all of a machine's adapters together)."""
+    check_int("ring_bandwidth: gpus", gpus)
+    check_int("ring_bandwidth: gpus_per_machine", gpus_per_machine)
+    if gpus <= gpus_per_machine or inside <= between:
+        return inside, "inside a machine"
+    return between, "between machines"
+
+
 def step_time(
     flops_per_example: float,
     examples_per_gpu: int,
@@ -137,13 +362,16 @@ def step_time(
     bus_bandwidth: float,
     latency_s: float,
     recompute: bool = False,
+    accumulation: int = 1,
 ) -> dict[str, float | bool]:
     """A step's estimate: compute at `mfu` of the peak (a third more with recomputation:
-    each block's forward runs again); the gradients' all-reduce by the ring model (FSDP's
-    traffic 1.5 times); whether it fits in the backward pass (the compute less the forward
+    each block's forward runs again) for each of `accumulation` micro-batches; the
+    gradients' all-reduce once a step, by the ring model (FSDP's traffic 1.5 times);
+    whether it fits in the last micro-batch's backward pass (its compute less the forward
     pass, a third of the operations); the step, compute plus what does not hide."""
     check_int("step_time: examples_per_gpu", examples_per_gpu)
     check_int("step_time: gpus", gpus)
+    check_int("step_time: accumulation", accumulation)
     for name, value in (
         ("peak_flops", peak_flops),
         ("mfu", mfu),
@@ -155,10 +383,11 @@ def step_time(
             f"step_time: stage {stage!r} is not one of {', '.join(SHARDED)}."
         )
     plain = flops_per_example * examples_per_gpu / (mfu * peak_flops)
-    compute = plain * 4 / 3 if recompute else plain
+    micro = plain * 4 / 3 if recompute else plain
+    compute = accumulation * micro
     traffic = gradient_bytes * TRAFFIC[stage]
     communication = 2 * (gpus - 1) * (traffic / (gpus * bus_bandwidth) + latency_s)
-    backward = compute - plain / 3
+    backward = micro - plain / 3
     return {
         "compute_s": compute,
         "communication_s": communication,
@@ -189,22 +418,101 @@ def cost_per_example(model, inputs, targets) -> tuple[float, float]:
     return counter.get_total_flops() / len(inputs), sum(saved.values()) / len(inputs)
 
 
-def calculate(inputs: dict) -> dict:
-    """Everything the calculator shows for its `inputs` (the form's fields, bandwidth in
-    bytes/s, latency in seconds), as _static/calculator.js computes it: parameters, memory
-    per GPU by kind, its total, which GPUs it fits, the step's estimate, and tokens (or
-    examples) per second per GPU."""
-    i = inputs
-    if not (0 < i["mfu"] < 1 and 0 < i["margin"] < 1 and i["latency"] >= 0):
-        raise ValueError(
-            "calculate: mfu and margin must lie between 0 and 1, latency >= 0."
+def _whole(value) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value == int(value)
+        and value >= 1
+    )
+
+
+#: What the page says where a result overflows (huge fields) or vanishes.
+TOO_LARGE = "These numbers are too large or too small to compute: check each field."
+
+
+def problem(i: dict) -> str | None:
+    """What is wrong with the form's `inputs`, in the words the page shows (naming the
+    form's labels), or None: the checks of _static/calculator.js, in the same order."""
+    transformer = i["kind"] == "transformer"
+    whole = ["batch", "accumulation", "gpus", "gpusPerMachine"]
+    if transformer:
+        shape = [
+            "layers",
+            "width",
+            "heads",
+            "kvHeads",
+            "mlpWidth",
+            "vocabulary",
+            "context",
+        ]
+        whole = shape + whole
+    else:
+        whole = ["parameters", *whole]
+    for name in whole:
+        if not _whole(i[name]):
+            return f"“{LABELS[name]}” must be a whole number, 1 or more."
+    if transformer and i["width"] % i["heads"] != 0:
+        return (
+            f"“{LABELS['heads']}” ({i['heads']}) must divide the width ({i['width']})."
         )
+    if transformer and i["heads"] % i["kvHeads"] != 0:
+        return (
+            f"“{LABELS['kvHeads']}” ({i['kvHeads']}) must divide the attention heads "
+            f"({i['heads']})."
+        )
+    if not transformer and not (i["flops"] > 0 and i["activationBytes"] >= 0):
+        return (
+            f"“{LABELS['flops']}” must be above 0, and “{LABELS['activationBytes']}” "
+            "0 or more."
+        )
+    if i["gpus"] > i["gpusPerMachine"] and i["gpus"] % i["gpusPerMachine"] != 0:
+        return (
+            f"{i['gpus']} GPUs do not fill whole machines of {i['gpusPerMachine']}: "
+            f"change “{LABELS['gpus']}” or “{LABELS['gpusPerMachine']}”."
+        )
+    for name in ("mfu", "margin"):
+        if not 0 < i[name] < 100:
+            return f"“{LABELS[name]}” must lie between 0 and 100."
+    for name in ("busBandwidth", "network", "tokensToTrain"):
+        if not i[name] > 0:
+            return f"“{LABELS[name]}” must be above 0."
+    if not i["latency"] >= 0:
+        return f"“{LABELS['latency']}” must be 0 or more."
+    if i["price"] is not None and not i["price"] >= 0:
+        return f"“{LABELS['price']}” must be 0 or more, or empty."
+    if i["gpu"] not in GPUS:
+        return f"Unknown GPU {i['gpu']}."
+    if GPUS[i["gpu"]][PEAK_OF[i["precision"]]] is None:
+        return f"The {i['gpu']} has no bfloat16: choose float16 autocast or float32."
+    return None
+
+
+def calculate(inputs: dict) -> dict:
+    """Everything the calculator shows for its `inputs` (the form's fields in the form's
+    units: MFU and margin in %, bandwidths in GB/s and Gb/s, latency in µs, `price` None
+    when empty), as _static/calculator.js computes it: parameters, memory per GPU by kind,
+    its total, which GPUs it fits, the step's estimate and the link that bounds it, tokens
+    (or examples) per second per GPU, and the time and cost to train."""
+    i = inputs
+    message = problem(i)
+    if message:
+        raise ValueError(f"calculate: {message}")
     value_bytes = 4 if i["precision"] == "fp32" else 2
     if i["kind"] == "transformer":
         shape = (i["layers"], i["width"], i["vocabulary"], i["context"])
-        parameters = transformer_parameters(*shape)
-        flops_per_example = transformer_flops_per_token(*shape) * i["context"]
-        activations = transformer_activation_values(*shape, recompute=i["recompute"])
+        block = dict(
+            heads=i["heads"],
+            kv_heads=i["kvHeads"],
+            mlp_width=i["mlpWidth"],
+            mlp=i["mlp"],
+        )
+        parameters = transformer_parameters(*shape, tied=i["tied"], **block)
+        flops_per_example = transformer_flops_per_token(*shape, **block) * i["context"]
+        activations = transformer_activation_values(
+            *shape, recompute=i["recompute"], **block
+        )
         activation_bytes = i["batch"] * value_bytes * activations
         tokens = i["context"]
     else:
@@ -220,33 +528,58 @@ def calculate(inputs: dict) -> dict:
         activation_bytes,
     )
     total = sum(memory.values())
-    fits = {
-        name: total <= (1 - i["margin"]) * gb * 1e9 for name, (gb, _, _) in GPUS.items()
-    }
-    _, bf16_peak, fp32_peak = GPUS[i["gpu"]]
-    peak = fp32_peak if i["precision"] == "fp32" else bf16_peak
-    if peak is None:
-        raise ValueError(f"calculate: the {i['gpu']} has no bfloat16.")
+    free = 1 - i["margin"] / 100
+    fits = {name: total <= free * gpu["memory_gb"] * 1e9 for name, gpu in GPUS.items()}
+    peak = GPUS[i["gpu"]][PEAK_OF[i["precision"]]]
     gradient_bytes = (
         parameters * BYTES_PER_PARAMETER[(i["precision"], i["optimizer"])]["gradients"]
+    )
+    bandwidth, bound = ring_bandwidth(
+        i["gpus"], i["gpusPerMachine"], i["busBandwidth"] * 1e9, i["network"] / 8 * 1e9
     )
     step = step_time(
         flops_per_example,
         i["batch"],
         i["gpus"],
         peak,
-        i["mfu"],
+        i["mfu"] / 100,
         gradient_bytes,
         i["stage"],
-        i["busBandwidth"],
-        i["latency"],
+        bandwidth,
+        i["latency"] * 1e-6,
         recompute=i["kind"] == "transformer" and i["recompute"],
+        accumulation=i["accumulation"],
     )
+    per_gpu = i["batch"] * i["accumulation"] * tokens
+    steps = i["tokensToTrain"] / (per_gpu * i["gpus"])
+    hours = (
+        math.ceil(steps) * step["step_s"] / 3600 if math.isfinite(steps) else math.inf
+    )
+    sizes = (
+        parameters,
+        total,
+        step["compute_s"],
+        step["communication_s"],
+        step["step_s"],
+        hours,
+    )
+    if not all(math.isfinite(x) for x in map(float, sizes)) or not step["step_s"] > 0:
+        raise ValueError(f"calculate: {TOO_LARGE}")
+    steps = math.ceil(steps)
     return {
         "parameters": parameters,
         "memory": memory,
         "total": total,
         "fits": fits,
         "step": step,
-        "unitsPerSecond": i["batch"] * tokens / step["step_s"],
+        "machines": math.ceil(i["gpus"] / i["gpusPerMachine"]),
+        "bandwidth": bandwidth,
+        "bound": bound if i["gpus"] > 1 else None,
+        "unitsPerSecond": per_gpu / step["step_s"],
+        "globalBatch": i["batch"] * i["accumulation"] * i["gpus"],
+        "tokensPerStep": per_gpu * i["gpus"],
+        "steps": steps,
+        "hours": hours,
+        "gpuHours": hours * i["gpus"],
+        "cost": None if i["price"] is None else hours * i["gpus"] * i["price"],
     }
