@@ -90,7 +90,7 @@ def test_the_gpus_peaks_are_the_recipes():
         "A100 40GB": "NVIDIA A100-SXM4-40GB",
         "A100 80GB": "NVIDIA A100-SXM4-80GB",
         "H100 SXM": "NVIDIA H100 80GB HBM3",
-        "H200": "NVIDIA H200",
+        "H200 SXM": "NVIDIA H200",
     }
     assert {name: (gpu["bf16"], gpu["fp32"]) for name, gpu in sizing.GPUS.items()} == {
         name: peaks[recipe_name] for name, recipe_name in names.items()
@@ -219,14 +219,6 @@ def test_a_published_models_preset_has_its_weights(name):
     page = " ".join((ROOT / "before_you_rent_gpus.md").read_text().split())
     sizes = " and ".join(f"{n / 1e9:.2f}" for n in PUBLISHED.values())
     assert f"give their published sizes, {sizes} billion weights" in page
-
-
-def test_llama_2_70bs_gpu_hours_are_the_pages():
-    """The page's GPU-hours for Llama 2 70B at the default MFU, beside Meta's."""
-    answer = sizing.calculate(form("Llama 2 70B", gpu="A100 80GB"))
-    assert answer["step"]["hidden"] and sizing.PRESETS["Llama 2 70B"]["mfu"] == 40
-    page = " ".join((ROOT / "before_you_rent_gpus.md").read_text().split())
-    assert f"take {answer['gpuHours'] / 1e6:.2f} million GPU-hours without recomputation" in page
 
 
 LLAMA_SHAPES = [(4, 64, 4, 4, 176, 64, 2), (4, 128, 8, 2, 352, 32, 2)]  # L, d, h, kv, f, t, b

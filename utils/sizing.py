@@ -52,7 +52,7 @@ GPUS = {
     "A100 40GB": {"memory_gb": 40, "bf16": 312e12, "fp32": 19.5e12, "fp16": 312e12},
     "A100 80GB": {"memory_gb": 80, "bf16": 312e12, "fp32": 19.5e12, "fp16": 312e12},
     "H100 SXM": {"memory_gb": 80, "bf16": 989e12, "fp32": 67e12, "fp16": 989e12},
-    "H200": {"memory_gb": 141, "bf16": 989e12, "fp32": 67e12, "fp16": 989e12},
+    "H200 SXM": {"memory_gb": 141, "bf16": 989e12, "fp32": 67e12, "fp16": 989e12},
 }
 
 #: The peak a precision computes at: autocast's matrix products run in bfloat16.
