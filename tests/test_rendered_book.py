@@ -179,6 +179,23 @@ def test_the_page_fits_a_phone(opened, page_name):
         page.set_viewport_size(LAPTOP_SCREEN)
 
 
+def test_the_server_pages_commands_are_on_its_first_screen(opened):
+    """On a 1280 x 800 laptop screen, "The commands" and its first block of commands start
+    on the first screen of the server page, before anything a reader must scroll to."""
+    page = opened("on_your_own_machine")
+    try:
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.evaluate("window.scrollTo(0, 0)")
+        tops = page.evaluate(
+            "(() => { const h = document.getElementById('the-commands');"
+            " const block = h.parentElement.querySelector('div.highlight');"
+            " return [h.getBoundingClientRect().top, block.getBoundingClientRect().top]; })()"
+        )
+        assert all(top < 800 for top in tops), f"the commands start at {tops} px"
+    finally:
+        page.set_viewport_size(LAPTOP_SCREEN)
+
+
 def test_a_programs_copy_button_copies_the_program(opened):
     """On the quick start, the copy button of each program's cell copies the program as
     recipes/quickstart/ has it, without the %%writefile line (_config.yml's copybutton
