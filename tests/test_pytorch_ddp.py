@@ -5,6 +5,9 @@ asserted in the chapter's own cells (under nbval, and again in its second run)."
 
 import ast
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -155,6 +158,23 @@ def test_chapter9_programs_build_the_book_s_model_and_data(chapter9_programs, na
     theirs = program["to_tensors"](images, labels, dtype=torch.float64).tensors
     ours = to_tensors(images, labels, dtype=torch.float64).tensors
     assert all(torch.equal(a, b) and a.is_contiguous() for a, b in zip(theirs, ours))
+
+
+def test_chapter9s_program_started_without_torchrun_says_how_in_one_line(chapter9_programs):
+    """`python ddp_train.py ...`, what a newcomer types first: one line, no traceback."""
+    program = chapter9_programs["ddp_train.py"]
+    done = subprocess.run(
+        [sys.executable, program.name, "--data", "digits.npz", "--out", "run"],
+        cwd=program.parent,
+        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "Start it with torchrun: the command is at the top of ddp_train.py"
+    ]
 
 
 def _fails_on_rank_one(rank):
