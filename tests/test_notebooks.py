@@ -123,6 +123,19 @@ def test_code_lines_fit_the_page(path):
     assert not long_lines, long_lines
 
 
+#: A code cell a reader can hold (BOOK_STYLE.md): never over this many lines.
+LONGEST_CODE_CELL = 60
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_code_cells_fit_a_reader(path):
+    """No code cell is over LONGEST_CODE_CELL lines (a program shown whole, its %%writefile
+    line included)."""
+    lengths = [len(source(cell).splitlines()) for cell in code_cells(load_notebook(path))]
+    long = [n for n in lengths if n > LONGEST_CODE_CELL]
+    assert not long, f"code cells of {long} lines: split or shorten them (at most 60)"
+
+
 # Where a printed line may run past the page: it quotes a library's own message as it is
 # (an exception, a warning, TensorFlow's log). Such lines wrap on the page like prose.
 QUOTED_MESSAGE = re.compile(r"\w(Error|Exception|Warning)\b|^INFO:tensorflow:|warned:")

@@ -1,7 +1,6 @@
 """PyTorch DDP on every GPU of this machine, one process per GPU:
     torchrun --standalone --nproc_per_node=gpu torch_ddp.py [--epochs 5]
-Without GPUs (--nproc_per_node=2), the processes train on the CPU and talk over gloo.
-"""
+Without GPUs (--nproc_per_node=2), it trains on the CPU, over gloo."""
 
 import argparse
 import os
@@ -29,7 +28,6 @@ else:
         print(f"More processes ({here}) than GPUs: all of them train on the CPU")
 dist.init_process_group(backend)
 rank, processes = dist.get_rank(), dist.get_world_size()
-
 digits = load_digits()  # 1,797 images of 8 x 8 pixels, shipped with scikit-learn
 images = torch.tensor(digits.images[:, None] / 16, dtype=torch.float32)
 labels = torch.tensor(digits.target)
@@ -52,9 +50,8 @@ for epoch in range(1, args.epochs + 1):
     dist.all_reduce(loss_sum)  # summed over every process
     if rank == 0:  # each process had len(sampler) examples (a few twice, if need be)
         print(f"epoch {epoch}: loss {loss_sum / (len(sampler) * processes):.3f}")
-if rank == 0:
-    with torch.no_grad():  # the test digits, on rank 0 alone: not through DDP
-        right = model.module(images[1500:].to(device)).argmax(1).cpu() == labels[1500:]
+if rank == 0:  # the test digits, on rank 0 alone: not through DDP
+    right = model.module(images[1500:].to(device)).argmax(1).cpu() == labels[1500:]
     accuracy = right.float().mean()
     print(f"{processes} processes on {device.type}: test accuracy {accuracy:.3f}")
 dist.destroy_process_group()
