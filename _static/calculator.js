@@ -38,6 +38,8 @@
   const EVIDENCE = "recipes/measured/nvidia_h100_80gb_hbm3_evidence.jsonl";
   const LLAMA_2 = { kind: "transformer", mlp: "swiglu", tied: false, vocabulary: 32000,
     context: 4096 };
+  const RECIPES_TRANSFORMER = { kind: "transformer", mlp: "gelu", tied: false,
+    vocabulary: 256, batch: 64, precision: "autocast" };
   // As utils/sizing.py's PRESETS (the test compares them): the fields each sets, and where
   // its MFU was measured.
   const PRESETS = {
@@ -47,16 +49,14 @@
       measured: { gpu: "H100 SXM", precision: "autocast", row: "CNN, torch_ddp, bf16" },
     },
     "The recipes' transformer (3.3 M)": {
-      kind: "transformer", layers: 4, width: 256, heads: 4, kvHeads: 4, mlpWidth: 1024,
-      mlp: "gelu", tied: false, vocabulary: 256, context: 128, batch: 64,
-      precision: "autocast", mfu: 1.03, tokensToTrain: 300 * 64 * 128,
+      ...RECIPES_TRANSFORMER, layers: 4, width: 256, heads: 4, kvHeads: 4, mlpWidth: 1024,
+      context: 128, mfu: 1.03, tokensToTrain: 300 * 64 * 128,
       measured: { gpu: "H100 SXM", precision: "autocast",
         row: "transformer recipe size, torch_ddp" },
     },
     "The recipes' large transformer (153 M)": {
-      kind: "transformer", layers: 12, width: 1024, heads: 16, kvHeads: 16, mlpWidth: 4096,
-      mlp: "gelu", tied: false, vocabulary: 256, context: 1024, batch: 64,
-      precision: "autocast", mfu: 35.8, tokensToTrain: 64 * 64 * 1024,
+      ...RECIPES_TRANSFORMER, layers: 12, width: 1024, heads: 16, kvHeads: 16,
+      mlpWidth: 4096, context: 1024, mfu: 35.8, tokensToTrain: 64 * 64 * 1024,
       measured: { gpu: "H100 SXM", precision: "autocast",
         row: "transformer large, batch 64, torch_ddp" },
     },

@@ -64,6 +64,25 @@ def run_fresh(code: str) -> subprocess.CompletedProcess:
     )
 
 
+#: What torchrun tells every process; a program started without it has none of them.
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+
+
+def stderr_lines_started_alone(program, *arguments, cwd) -> tuple[int, list[str]]:
+    """`python PROGRAM ARGUMENTS` as a newcomer types it, without torchrun: its exit code
+    and the lines it wrote to stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    done = subprocess.run(
+        [sys.executable, str(program), *arguments],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode, done.stderr.strip().splitlines()
+
+
 @functools.cache
 def count_nvidia_gpus(run=subprocess.run) -> int:
     """How many NVIDIA GPUs `nvidia-smi -L` lists; 0 when there is no driver or no GPU.

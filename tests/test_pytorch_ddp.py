@@ -6,15 +6,13 @@ asserted in the chapter's own cells (under nbval, and again in its second run)."
 import ast
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from tests.helpers import import_chapter_files
+from tests.helpers import import_chapter_files, stderr_lines_started_alone
 from tools.format_written import write_chapter_files
 from utils.ddp_reference import ddp_device, train_one_process
 from utils.launch import free_ports
@@ -163,18 +161,11 @@ def test_chapter9_programs_build_the_book_s_model_and_data(chapter9_programs, na
 def test_chapter9s_program_started_without_torchrun_says_how_in_one_line(chapter9_programs):
     """`python ddp_train.py ...`, what a newcomer types first: one line, no traceback."""
     program = chapter9_programs["ddp_train.py"]
-    done = subprocess.run(
-        [sys.executable, program.name, "--data", "digits.npz", "--out", "run"],
-        cwd=program.parent,
-        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    flags = ("--data", "digits.npz", "--out", "run")
+    assert stderr_lines_started_alone(program, *flags, cwd=program.parent) == (
+        1,
+        ["Start it with torchrun: the command is at the top of ddp_train.py"],
     )
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        "Start it with torchrun: the command is at the top of ddp_train.py"
-    ]
 
 
 def _fails_on_rank_one(rank):
@@ -183,7 +174,6 @@ def _fails_on_rank_one(rank):
 
 
 def _hangs_on_rank_one(rank, pid_folder):
-    import os
     import time
     from pathlib import Path
 
@@ -193,7 +183,6 @@ def _hangs_on_rank_one(rank, pid_folder):
 
 
 def _exits_on_rank_zero(rank):
-    import os
 
     if rank == 0:
         os._exit(3)
@@ -229,7 +218,6 @@ def test_run_ranks_names_a_rank_that_exited():
 
 
 def test_run_ranks_stops_a_hung_group_and_leaves_no_process(tmp_path):
-    import os
     import time
 
     start = time.monotonic()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, code_cells, load_notebook, source
+from tests.helpers import ROOT, code_cells, load_notebook, source, stderr_lines_started_alone
 
 PAGE = "chapters/quick_start.ipynb"
 PROGRAMS = sorted(p.name for p in (ROOT / "recipes" / "quickstart").glob("*.py"))
@@ -58,17 +58,11 @@ def test_each_program_is_complete(name):
 
 def test_torch_ddp_started_without_torchrun_says_how_to_start_it(tmp_path):
     """`python torch_ddp.py`, what a newcomer types first: one line that says what to do."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "recipes" / "quickstart" / "torch_ddp.py")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    program = ROOT / "recipes" / "quickstart" / "torch_ddp.py"
+    assert stderr_lines_started_alone(program, cwd=tmp_path) == (
+        1,
+        ["Start it with torchrun: torchrun --nproc_per_node=2 torch_ddp.py"],
     )
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        "Start it with torchrun: torchrun --nproc_per_node=2 torch_ddp.py"
-    ]
 
 
 @pytest.mark.full

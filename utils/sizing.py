@@ -122,6 +122,15 @@ LABELS = {
 _LLAMA_2 = dict(
     kind="transformer", mlp="swiglu", tied=False, vocabulary=32000, context=4096
 )
+#: The recipes' transformer at both sizes: bytes for tokens, GELU blocks, as the H100 ran it.
+_RECIPES_TRANSFORMER = dict(
+    kind="transformer",
+    mlp="gelu",
+    tied=False,
+    vocabulary=256,
+    batch=64,
+    precision="autocast",
+)
 
 #: The presets: the form's fields they set, and where their MFU was measured ("measured":
 #: the GPU, precision and row of EVIDENCE; None where DEFAULT_MFU stands). The CNN and the
@@ -145,18 +154,13 @@ PRESETS = {
         },
     ),
     "The recipes' transformer (3.3 M)": dict(
-        kind="transformer",
+        _RECIPES_TRANSFORMER,
         layers=4,
         width=256,
         heads=4,
         kvHeads=4,
         mlpWidth=1024,
-        mlp="gelu",
-        tied=False,
-        vocabulary=256,
         context=128,
-        batch=64,
-        precision="autocast",
         mfu=1.03,
         tokensToTrain=300 * 64 * 128,
         measured={
@@ -166,18 +170,13 @@ PRESETS = {
         },
     ),
     "The recipes' large transformer (153 M)": dict(
-        kind="transformer",
+        _RECIPES_TRANSFORMER,
         layers=12,
         width=1024,
         heads=16,
         kvHeads=16,
         mlpWidth=4096,
-        mlp="gelu",
-        tied=False,
-        vocabulary=256,
         context=1024,
-        batch=64,
-        precision="autocast",
         mfu=35.8,
         tokensToTrain=64 * 64 * 1024,
         measured={
