@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_fresh
 from utils import bench
 from utils.bench import Result, format_table, parse_args
 
@@ -115,3 +115,34 @@ def test_a_batch_that_does_not_split_is_refused_before_any_configuration_trains(
     monkeypatch.setattr(bench, "_timed_blocks", lambda *args: pytest.fail("trained"))
     with pytest.raises(ValueError, match="global batch 63 does not split evenly over 2 replicas"):
         bench.run_benchmark(["a", "b"], [2], ["fit"], global_batch=63, progress=False)
+
+
+def test_the_timed_custom_step_trains_as_chapter_4_s_step():
+    """bench keeps its own step so that editing chapter 4 cannot change chapter 7's numbers;
+    this holds it to chapter 4's `make_distributed_step`, under two replicas and none. When
+    it fails after an edit of chapter 4, make `make_custom_step` train as the new step does."""
+    result = run_fresh(
+        """
+        from utils import setup_devices
+        devices = setup_devices(2, verbose=False)
+        import tensorflow as tf
+        from utils import load_mnist_subset, max_abs_difference, model_and_optimizer
+        from utils.bench import make_custom_step
+        from utils.custom_step import make_distributed_step
+        (x, y), _ = load_mnist_subset()
+        data = tf.data.Dataset.from_tensor_slices((x[:192], y[:192])).batch(64)
+        for strategy in (tf.distribute.MirroredStrategy(devices), tf.distribute.get_strategy()):
+            trained = []
+            for make_step in (make_custom_step, make_distributed_step):
+                model, optimizer = model_and_optimizer(strategy)
+                step = make_step(strategy, model, optimizer, 64)
+                losses = [float(step(b)) for b in strategy.experimental_distribute_dataset(data)]
+                trained.append((losses, model.get_weights()))
+            (bench_losses, bench_weights), (book_losses, book_weights) = trained
+            assert bench_losses == book_losses, (bench_losses, book_losses)
+            assert max_abs_difference(bench_weights, book_weights) == 0
+        print("OK")
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK")
