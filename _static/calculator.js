@@ -11,7 +11,8 @@
     "ZeRO-2": ["optimizer state", "gradients"],
     "ZeRO-3 / FSDP": ["optimizer state", "gradients", "weights"],
   };
-  const TRAFFIC = { "replicated": 1.0, "ZeRO-1": 1.0, "ZeRO-2": 1.0, "ZeRO-3 / FSDP": 1.5 };
+  // Bytes a value of FSDP's gathers of the weights and of the gradients' reductions.
+  const COLLECTIVE_BYTES = { "fp32": [4, 4], "bf16": [2, 2], "autocast": [2, 4], "fp16": [2, 4] };
   const BYTES_PER_PARAMETER = {
     "fp32|SGD with momentum": { "weights": 4, "gradients": 4, "optimizer state": 4 },
     "fp32|Adam": { "weights": 4, "gradients": 4, "optimizer state": 8 },
@@ -175,13 +176,19 @@
     return [between, "between machines"];
   }
 
-  function stepTime(flopsPerExample, examples, gpus, peak, mfu, gradientBytes, stage,
-    busBandwidth, latency, recompute, accumulation) {
+  // A step's collectives as the one all-reduce that sends as much (utils.sizing).
+  function allReduceBytes(parameters, stage, precision) {
+    const [gather, reduce] = COLLECTIVE_BYTES[precision];
+    if (stage === "ZeRO-3 / FSDP") return parameters * (2 * gather + reduce) / 2;
+    return parameters * reduce;
+  }
+
+  function stepTime(flopsPerExample, examples, gpus, peak, mfu, sentBytes, busBandwidth,
+    latency, recompute, accumulation) {
     const plain = flopsPerExample * examples / (mfu * peak);
     const micro = recompute ? plain * 4 / 3 : plain;
     const compute = accumulation * micro;
-    const traffic = gradientBytes * TRAFFIC[stage];
-    const communication = 2 * (gpus - 1) * (traffic / (gpus * busBandwidth) + latency);
+    const communication = 2 * (gpus - 1) * (sentBytes / (gpus * busBandwidth) + latency);
     const backward = micro - plain / 3;
     return {
       compute_s: compute,
@@ -255,13 +262,15 @@
     const free = 1 - i.margin / 100;
     const fits = {};
     for (const [name, gpu] of Object.entries(GPUS)) fits[name] = total <= free * gpu.memory_gb * 1e9;
+    const room = free * GPUS[i.gpu].memory_gb * 1e9 - activationBytes;
+    const states = parameters * Object.values(BYTES_PER_PARAMETER[i.precision + "|" + i.optimizer])
+      .reduce((a, b) => a + b, 0);
     const peak = GPUS[i.gpu][PEAK_OF[i.precision]];
-    const gradientBytes = parameters * BYTES_PER_PARAMETER[i.precision + "|" + i.optimizer].gradients;
+    const sent = allReduceBytes(parameters, i.stage, i.precision);
     const [bandwidth, bound] = ringBandwidth(i.gpus, i.gpusPerMachine, i.busBandwidth * 1e9,
       i.network / 8 * 1e9);
-    const step = stepTime(flopsPerExample, i.batch, i.gpus, peak, i.mfu / 100, gradientBytes,
-      i.stage, bandwidth, i.latency * 1e-6, i.kind === "transformer" && i.recompute,
-      i.accumulation);
+    const step = stepTime(flopsPerExample, i.batch, i.gpus, peak, i.mfu / 100, sent, bandwidth,
+      i.latency * 1e-6, i.kind === "transformer" && i.recompute, i.accumulation);
     const perGpu = i.batch * i.accumulation * tokens;
     const steps = Math.ceil(i.tokensToTrain / (perGpu * i.gpus));
     const hours = steps * step.step_s / 3600;
@@ -269,8 +278,11 @@
     if (!finite.every(Number.isFinite) || !(step.step_s > 0)) {
       return { error: "These numbers are too large or too small to compute: check each field." };
     }
+    const share = room > 0 ? states / room : Infinity;
     return {
-      parameters, memory, total, fits, step,
+      parameters, memory, total, fits,
+      fsdpGpus: Number.isFinite(share) ? Math.max(1, Math.ceil(share)) : null,
+      step,
       machines: Math.ceil(i.gpus / i.gpusPerMachine),
       bandwidth,
       bound: i.gpus > 1 ? bound : null,
@@ -315,6 +327,38 @@
     return `${large(hours / 24)} days`;
   }
   const link = (label, url) => `<a href="${url}">${label}</a>`;
+  const an = (name) => (/^[AEFHILMNORSX]/.test(name) ? "an " : "a ") + name;  // an H100, a T4
+  // The colours of the memory bar and of the swatches that name its parts (both themes).
+  const COLORS = { "weights": "#4e79a7", "gradients": "#f28e2b", "optimizer state": "#59a14f",
+    "DDP's buckets": "#edc948", "activations": "#b07aa1" };
+  const swatch = (kind) => `<span class="calculator-swatch" style="background:${COLORS[kind]}"></span>`;
+
+  // One GPU's memory as a stacked bar, against the chosen GPU's memory less the margin.
+  function bar(result, i, size, unitName) {
+    const capacity = GPUS[i.gpu].memory_gb * 1e9;
+    const scale = Math.max(result.total, capacity);
+    const parts = Object.entries(result.memory).filter(([, bytes]) => bytes > 0).map(
+      ([kind, bytes]) => `<span style="width:${100 * bytes / scale}%;background:${COLORS[kind]}"
+        title="${kind}: ${size(bytes)} ${unitName}"></span>`);
+    const usable = (1 - i.margin / 100) * capacity;
+    const label = Object.entries(result.memory).map(([k, b]) => `${k} ${size(b)}`).join(", ");
+    return `<div class="calculator-bar" role="img" aria-label="${label} ${unitName}; usable
+      ${size(usable)}">${parts.join("")}<i style="left:${100 * usable / scale}%"></i></div>`;
+  }
+
+  // Where nothing fits: how many GPUs FSDP needs, or what splits the model itself.
+  function whatFits(result, i, size, unitName) {
+    const beyond = `tensor or pipeline parallelism
+      (${link("beyond data parallelism", "beyond_data_parallelism.html")})`;
+    if (result.fsdpGpus !== null) {
+      return `Nothing fits one GPU as set. FSDP fits it on
+        <b data-fsdp-gpus="${result.fsdpGpus}">${whole(result.fsdpGpus)}</b> or more ${i.gpu}
+        GPUs; ${beyond} splits the model itself.`;
+    }
+    return `Nothing fits one GPU as set, and the activations alone
+      (${size(result.memory.activations)} ${unitName}) fill ${an(i.gpu)}: recompute them, take a
+      smaller batch, or split the model itself with ${beyond}.`;
+  }
 
   // The MFU's source: the row it was measured in, or the default's.
   function mfuNote(root, i) {
@@ -338,17 +382,30 @@
 
   function render(root) {
     const out = root.querySelector(".calculator-output");
+    const summary = root.querySelector(".calculator-summary");
     const inputs = readInputs(root);
     root.querySelector('[data-note="mfu"]').innerHTML = mfuNote(root, inputs);
     const result = calculate(inputs);
     if (result.error) {
       out.innerHTML = `<p class="calculator-error" role="alert">${result.error}</p>`;
+      summary.hidden = true;
+      summary.innerHTML = "";
       return;
     }
     const [unitName, unitSize] = result.total < 1e9 ? ["MB", 1e6] : ["GB", 1e9];
     const size = (bytes) => fmt(bytes / unitSize);
-    const rows = Object.entries(result.memory).map(
-      ([kind, bytes]) => `<tr><td>${kind}</td><td data-bytes="${bytes}">${size(bytes)}</td></tr>`);
+    const fitsHere = result.fits[inputs.gpu];
+    const usable = (1 - inputs.margin / 100) * GPUS[inputs.gpu].memory_gb * 1e9;
+    summary.hidden = false;
+    const bytes = (x) => (x < 1e9 ? `${fmt(x / 1e6)} MB` : `${fmt(x / 1e9)} GB`);
+    summary.innerHTML = `${bar(result, inputs, size, unitName)}
+      <p>Per GPU ${bytes(result.total)} of the ${bytes(usable)} usable on ${an(inputs.gpu)}: <b data-fits-here="${fitsHere}">${fitsHere ? "fits" : "does not fit"}</b>
+      · ${whole(result.unitsPerSecond)} ${result.unit} per second · ${duration(result.hours)}
+      to train</p>`;
+    const nothingFits = Object.values(result.fits).every((ok) => !ok)
+      ? `<p class="calculator-nothing-fits">${whatFits(result, inputs, size, unitName)}</p>` : "";
+    const rows = Object.entries(result.memory).map(([kind, bytes]) =>
+      `<tr><td>${swatch(kind)}${kind}</td><td data-bytes="${bytes}">${size(bytes)}</td></tr>`);
     const fits = Object.entries(result.fits).map(([name, ok]) =>
       `<tr><td>${name} (${GPUS[name].memory_gb} GB)</td><td data-fits="${ok}">${ok ? "fits" : "does not fit"}</td></tr>`);
     const s = result.step;
@@ -372,7 +429,7 @@
       <table class="calculator-memory"><thead><tr><th>per GPU</th><th>${unitName}</th></tr></thead>
       <tbody>${rows.join("")}<tr><td><b>total</b></td><td data-bytes="${result.total}"><b>${size(result.total)}</b></td></tr></tbody></table>
       <table class="calculator-fits"><thead><tr><th>GPU</th><th>one GPU's share</th></tr></thead>
-      <tbody>${fits.join("")}</tbody></table>
+      <tbody>${fits.join("")}</tbody></table>${nothingFits}
       <table class="calculator-step"><thead><tr><th>a step</th><th>ms</th></tr></thead><tbody>
       <tr><td>compute</td><td data-seconds="${s.compute_s}">${ms(s.compute_s)}</td></tr>
       <tr><td>gradients' all-reduce (ring)</td><td data-seconds="${s.communication_s}">${ms(s.communication_s)}</td></tr>
@@ -446,10 +503,12 @@
       group.appendChild(wrap);
     }
     form.querySelector('[name="preset"]').value = "The recipes' transformer (3.3 M)";
+    const summary = document.createElement("div");  // the answer, in view while editing
+    summary.className = "calculator-summary";
     const output = document.createElement("div");
     output.className = "calculator-output";
     output.setAttribute("aria-live", "polite");
-    root.replaceChildren(form, output);
+    root.replaceChildren(form, summary, output);
     applyPreset(root);
     form.addEventListener("input", (event) => {
       const name = event.target.name;

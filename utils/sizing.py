@@ -4,7 +4,9 @@ _static/calculator.js, is written from these functions, and tests/test_rendered_
 checks that the two agree).
 
 - What each GPU holds of weights, gradients and optimizer state under DDP, ZeRO-1, ZeRO-2
-  and FSDP: chapter 14's `bytes_per_device`.
+  and FSDP: chapter 14's `bytes_per_device`. This module builds on chapter 14 by design: it
+  imports `utils.sharding`, written from that chapter's cells, so that the calculator and the
+  chapter cannot disagree; editing chapter 14's formula changes the calculator.
 - A transformer's weights and operations per token, 6 per weight of a matrix product plus
   attention's 12 x layers x context x width: chapter 18; with grouped-query attention (fewer
   key-value heads) and Llama's SwiGLU block as options.
@@ -12,7 +14,11 @@ checks that the two agree).
   about 16.5 values of its width per token and layer, plus the logits; with recomputation
   each block keeps its input, and one block's activations come back (chapter 16).
 - The ring all-reduce, 2(n - 1)(S / (n B) + latency), with B the slower link the ring
-  crosses (chapter 9), and whether it hides behind the backward pass (chapters 17, 18).
+  crosses (chapter 9), S what the collectives send in their dtypes (FSDP's gathers and
+  reduce-scatters), and whether it hides behind the backward pass (chapters 17, 18).
+- Published FSDP runs beside it: torchtitan's Llama 3 runs on 8 H100s and 64 A100s
+  (PUBLISHED_RUNS; the page's table is published_table(), tests/test_sizing.py keeps them
+  equal; tests/test_calculator_js.py checks the page's JavaScript on them).
 """
 
 from __future__ import annotations
@@ -73,9 +79,14 @@ MLP_MATRICES = {"gelu": 2, "swiglu": 3}
 BLOCK_WIDTHS = {"gelu": 6.5, "swiglu": 8.0}
 ACTIVATIONS_PER_MLP_WIDTH = {"gelu": 2, "swiglu": 4}
 
-#: FSDP (ZeRO-3) sends 1.5 times DDP's bytes: two all-gathers and a reduce-scatter
-#: (ZeRO's paper, section 7); ZeRO-1 and ZeRO-2 send what DDP does.
-TRAFFIC = {"replicated": 1.0, "ZeRO-1": 1.0, "ZeRO-2": 1.0, "ZeRO-3 / FSDP": 1.5}
+#: Bytes a value of the collectives, by precision: (FSDP gathers the weights in, all reduce
+#: the gradients in). DDP, ZeRO-1 and ZeRO-2 send each gradient's bytes twice (an
+#: all-reduce, or a reduce-scatter and the weights' all-gather); FSDP (ZeRO-3) gathers the
+#: weights twice (forward and backward pass) and reduce-scatters the gradients once (ZeRO's
+#: paper, section 7): 1.5 times DDP's bytes in one dtype, DDP's bytes where it gathers in
+#: 16 bits and reduces in 32, as the FSDP recipe's MixedPrecisionPolicy(param_dtype=
+#: torch.bfloat16, reduce_dtype=torch.float32) and torchtitan do.
+COLLECTIVE_BYTES = {"fp32": (4, 4), "bf16": (2, 2), "autocast": (2, 4), "fp16": (2, 4)}
 
 #: The MFU (%) the page assumes where the book measured none: about what well-tuned large
 #: runs report (46.2% for PaLM, Chowdhery et al. 2022, table 3; 38-43% for Llama 3 405B on
@@ -350,14 +361,33 @@ def ring_bandwidth(
     return between, "between machines"
 
 
+def all_reduce_bytes(parameters: int, stage: str, precision: str) -> float:
+    """What a step's collectives send, as the size S of the one all-reduce that sends as
+    much (a ring sends 2(n - 1)/n x S): the gradients' bytes under DDP, ZeRO-1 and ZeRO-2;
+    under FSDP two gathers of the weights and a reduce-scatter of the gradients, in the
+    dtypes of COLLECTIVE_BYTES."""
+    if stage not in SHARDED:
+        raise ValueError(
+            f"all_reduce_bytes: stage {stage!r} is not one of {', '.join(SHARDED)}."
+        )
+    if precision not in COLLECTIVE_BYTES:
+        raise ValueError(
+            f"all_reduce_bytes: precision {precision!r} is not one of "
+            f"{', '.join(COLLECTIVE_BYTES)}."
+        )
+    gather, reduce = COLLECTIVE_BYTES[precision]
+    if stage == "ZeRO-3 / FSDP":
+        return parameters * (2 * gather + reduce) / 2
+    return parameters * reduce
+
+
 def step_time(
     flops_per_example: float,
     examples_per_gpu: int,
     gpus: int,
     peak_flops: float,
     mfu: float,
-    gradient_bytes: float,
-    stage: str,
+    sent_bytes: float,
     bus_bandwidth: float,
     latency_s: float,
     recompute: bool = False,
@@ -365,9 +395,10 @@ def step_time(
 ) -> dict[str, float | bool]:
     """A step's estimate: compute at `mfu` of the peak (a third more with recomputation:
     each block's forward runs again) for each of `accumulation` micro-batches; the
-    gradients' all-reduce once a step, by the ring model (FSDP's traffic 1.5 times);
-    whether it fits in the last micro-batch's backward pass (its compute less the forward
-    pass, a third of the operations); the step, compute plus what does not hide."""
+    collectives once a step, by the ring model of an all-reduce of `sent_bytes`
+    (all_reduce_bytes); whether they fit in the last micro-batch's backward pass (its
+    compute less the forward pass, a third of the operations); the step, compute plus what
+    does not hide."""
     check_int("step_time: examples_per_gpu", examples_per_gpu)
     check_int("step_time: gpus", gpus)
     check_int("step_time: accumulation", accumulation)
@@ -377,15 +408,10 @@ def step_time(
         ("bus_bandwidth", bus_bandwidth),
     ):
         check_positive(f"step_time: {name}", value)
-    if stage not in SHARDED:
-        raise ValueError(
-            f"step_time: stage {stage!r} is not one of {', '.join(SHARDED)}."
-        )
     plain = flops_per_example * examples_per_gpu / (mfu * peak_flops)
     micro = plain * 4 / 3 if recompute else plain
     compute = accumulation * micro
-    traffic = gradient_bytes * TRAFFIC[stage]
-    communication = 2 * (gpus - 1) * (traffic / (gpus * bus_bandwidth) + latency_s)
+    communication = 2 * (gpus - 1) * (sent_bytes / (gpus * bus_bandwidth) + latency_s)
     backward = micro - plain / 3
     return {
         "compute_s": compute,
@@ -493,7 +519,10 @@ def calculate(inputs: dict) -> dict:
     units: MFU and margin in %, bandwidths in GB/s and Gb/s, latency in µs, `price` None
     when empty), as _static/calculator.js computes it: parameters, memory per GPU by kind,
     its total, which GPUs it fits, the step's estimate and the link that bounds it, tokens
-    (or examples) per second per GPU, and the time and cost to train."""
+    (or examples) per second per GPU, and the time and cost to train. `fsdpGpus`: the
+    fewest GPUs over which FSDP fits the run on the chosen GPU (each GPU holding its share
+    of the weights, gradients and optimizer state, and all its activations), None where the
+    activations alone fill it."""
     i = inputs
     message = problem(i)
     if message:
@@ -529,10 +558,12 @@ def calculate(inputs: dict) -> dict:
     total = sum(memory.values())
     free = 1 - i["margin"] / 100
     fits = {name: total <= free * gpu["memory_gb"] * 1e9 for name, gpu in GPUS.items()}
-    peak = GPUS[i["gpu"]][PEAK_OF[i["precision"]]]
-    gradient_bytes = (
-        parameters * BYTES_PER_PARAMETER[(i["precision"], i["optimizer"])]["gradients"]
+    room = free * GPUS[i["gpu"]]["memory_gb"] * 1e9 - activation_bytes
+    states = parameters * sum(
+        BYTES_PER_PARAMETER[(i["precision"], i["optimizer"])].values()
     )
+    peak = GPUS[i["gpu"]][PEAK_OF[i["precision"]]]
+    sent = all_reduce_bytes(parameters, i["stage"], i["precision"])
     bandwidth, bound = ring_bandwidth(
         i["gpus"], i["gpusPerMachine"], i["busBandwidth"] * 1e9, i["network"] / 8 * 1e9
     )
@@ -542,8 +573,7 @@ def calculate(inputs: dict) -> dict:
         i["gpus"],
         peak,
         i["mfu"] / 100,
-        gradient_bytes,
-        i["stage"],
+        sent,
         bandwidth,
         i["latency"] * 1e-6,
         recompute=i["kind"] == "transformer" and i["recompute"],
@@ -565,11 +595,14 @@ def calculate(inputs: dict) -> dict:
     if not all(math.isfinite(x) for x in map(float, sizes)) or not step["step_s"] > 0:
         raise ValueError(f"calculate: {TOO_LARGE}")
     steps = math.ceil(steps)
+    share = states / room if room > 0 else math.inf
+    fsdp_gpus = max(1, math.ceil(share)) if math.isfinite(share) else None
     return {
         "parameters": parameters,
         "memory": memory,
         "total": total,
         "fits": fits,
+        "fsdpGpus": fsdp_gpus,
         "step": step,
         "machines": math.ceil(i["gpus"] / i["gpusPerMachine"]),
         "bandwidth": bandwidth,
@@ -582,3 +615,190 @@ def calculate(inputs: dict) -> dict:
         "gpuHours": hours * i["gpus"],
         "cost": None if i["price"] is None else hours * i["gpus"] * i["price"],
     }
+
+
+#: Llama 3's shapes as torchtitan builds them (torchtitan/models/llama/__init__.py: the MLP
+#: width from its ffn_dim_multiplier 1.3 and multiple_of), with its tokenizer's 128,256
+#: tokens and its training sequences of 8,192 (train_configs/llama3_8b.toml).
+LLAMA_3 = {
+    "8B": dict(layers=32, width=4096, heads=32, kvHeads=8, mlpWidth=14336),
+    "70B": dict(layers=80, width=8192, heads=64, kvHeads=8, mlpWidth=28672),
+}
+_LLAMA_3 = dict(
+    kind="transformer", mlp="swiglu", tied=False, vocabulary=128256, context=8192
+)
+
+#: Where the published runs come from: pytorch/torchtitan's docs/performance.md at two
+#: commits (the H100 table, Dec 2024, moved to benchmarks/llama3_h100_202412_torchtitan.md
+#: in June 2025), and the torchtitan commit each ran or counted its MFU with.
+TORCHTITAN = "https://github.com/pytorch/torchtitan/blob/{commit}/docs/performance.md"
+
+#: FSDP2 runs of torchtitan (bfloat16 gathers, float32 reduce-scatters, AdamW): the model,
+#: GPUs, batch per GPU, what it recomputed, its tokens per second per GPU and memory
+#: (GiB, the allocator's peak reserved, as its train.py logs it; None: not published), the
+#: MFU it published (None: it gave "33% to 39%" for these only) and whether its MFU counted
+#: 6 operations per weight of the input embedding (its train.py at `counted_at`).
+PUBLISHED_RUNS = [
+    dict(
+        run="Llama 3.1 8B",
+        model="8B",
+        gpu="H100 SXM",
+        gpus=8,
+        batch=2,
+        recomputed="selective, by op",
+        tokens_per_s=5762,
+        memory_gib=82.4,
+        mfu=None,
+        embedding_counted=False,
+        commit="d4c86e3758a84cf23e2e879ab3c995cba9d5e410",
+        counted_at="9dec370ad26b5f8e9a7333a0e36165018262644b",
+    ),
+    dict(
+        run="Llama 3.1 8B, compiled",
+        model="8B",
+        gpu="H100 SXM",
+        gpus=8,
+        batch=2,
+        recomputed="selective, by op",
+        tokens_per_s=6667,
+        memory_gib=77.0,
+        mfu=None,
+        embedding_counted=False,
+        commit="d4c86e3758a84cf23e2e879ab3c995cba9d5e410",
+        counted_at="9dec370ad26b5f8e9a7333a0e36165018262644b",
+    ),
+    dict(
+        run="Llama 3 8B",
+        model="8B",
+        gpu="A100 80GB",
+        gpus=64,
+        batch=1,
+        recomputed="selective, by layer",
+        tokens_per_s=2904,
+        memory_gib=None,
+        mfu=56.8,
+        embedding_counted=True,
+        commit="4d88a8a44fe439f73f564b83d60b29a906ef3507",
+        counted_at="1ea476e9f24be439eda358aa864f45c1c37a8a88",
+    ),
+    dict(
+        run="Llama 3 8B",
+        model="8B",
+        gpu="A100 80GB",
+        gpus=64,
+        batch=1,
+        recomputed="selective, by op",
+        tokens_per_s=2973,
+        memory_gib=None,
+        mfu=58.2,
+        embedding_counted=True,
+        commit="4d88a8a44fe439f73f564b83d60b29a906ef3507",
+        counted_at="1ea476e9f24be439eda358aa864f45c1c37a8a88",
+    ),
+    dict(
+        run="Llama 3 70B",
+        model="70B",
+        gpu="A100 80GB",
+        gpus=64,
+        batch=1,
+        recomputed="full",
+        tokens_per_s=331,
+        memory_gib=None,
+        mfu=51.7,
+        embedding_counted=True,
+        commit="4d88a8a44fe439f73f564b83d60b29a906ef3507",
+        counted_at="1ea476e9f24be439eda358aa864f45c1c37a8a88",
+    ),
+]
+
+
+def published_inputs(run: dict, recompute: bool, mfu: float) -> dict:
+    """The calculator's inputs for one of PUBLISHED_RUNS: its model, GPUs and batch, FSDP
+    with autocast's layout (float32 weights, gradients and AdamW state; bfloat16 gathers,
+    float32 reduce-scatters, as torchtitan's MixedPrecisionPolicy), 8 GPUs a machine with
+    the page's links (torchtitan's H100s: NVLink, 400 Gb/s a GPU between machines)."""
+    return {
+        **_LLAMA_3,
+        **LLAMA_3[run["model"]],
+        "batch": run["batch"],
+        "accumulation": 1,
+        "gpus": run["gpus"],
+        "gpusPerMachine": 8,
+        "precision": "autocast",
+        "optimizer": "Adam",
+        "stage": "ZeRO-3 / FSDP",
+        "recompute": recompute,
+        "gpu": run["gpu"],
+        "mfu": mfu,
+        "busBandwidth": 370,
+        "network": 3200,
+        "latency": 10,
+        "margin": 10,
+        "tokensToTrain": 1e12,
+        "price": None,
+    }
+
+
+def torchtitan_flops_per_token(run: dict) -> float:
+    """Operations per token as torchtitan's MFU counted them: 6 per weight (the input
+    embedding's too where `embedding_counted`) plus 12 x layers x heads x head width x
+    sequence (utils.get_num_flop_per_token)."""
+    shape = {**_LLAMA_3, **LLAMA_3[run["model"]]}
+    weights = calculate(published_inputs(run, False, 40))["parameters"]
+    if not run["embedding_counted"]:
+        weights -= shape["vocabulary"] * shape["width"]
+    return 6 * weights + 12 * shape["layers"] * shape["width"] * shape["context"]
+
+
+def published_comparison() -> list[dict]:
+    """Each of PUBLISHED_RUNS beside the calculator: the MFU (published, or from its tokens
+    per second as torchtitan counts), the calculator's tokens per second at that MFU
+    (recomputation off: a published MFU already counts its time as lost) and its memory
+    per GPU in GiB, with full recomputation and without (the published runs recomputed
+    selectively, between the two, or fully)."""
+    rows = []
+    for run in PUBLISHED_RUNS:
+        peak = GPUS[run["gpu"]]["bf16"]
+        mfu = (
+            run["mfu"]
+            or 100 * run["tokens_per_s"] * torchtitan_flops_per_token(run) / peak
+        )
+        speed = calculate(published_inputs(run, False, mfu))
+        memory = {
+            recompute: calculate(published_inputs(run, recompute, mfu))["total"] / 2**30
+            for recompute in (True, False)
+        }
+        rows.append(
+            {
+                **run,
+                "mfu_used": mfu,
+                "calculator_tokens_per_s": speed["unitsPerSecond"],
+                "hidden": speed["step"]["hidden"],
+                "calculator_gib": memory,
+            }
+        )
+    return rows
+
+
+def published_table() -> str:
+    """published_comparison() as the Markdown table of before_you_rent_gpus.md."""
+    lines = [
+        "| torchtitan's run | GPUs | batch a GPU | recomputed | MFU | tokens/s a GPU: "
+        "published, calculator | GiB a GPU: published, calculator |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: |",
+    ]
+    for row in published_comparison():
+        full, none = row["calculator_gib"][True], row["calculator_gib"][False]
+        gib = (
+            f"{full:.1f}"
+            if row["recomputed"] == "full"
+            else f"{full:.1f} to {none:.1f}"
+        )
+        mfu = f"{row['mfu']}%" if row["mfu"] else f"{row['mfu_used']:.1f}%*"
+        published = "—" if row["memory_gib"] is None else f"{row['memory_gib']}"
+        lines.append(
+            f"| {row['run']} | {row['gpus']} {row['gpu'].split()[0]} | {row['batch']} | "
+            f"{row['recomputed']} | {mfu} | {row['tokens_per_s']:,}, "
+            f"{row['calculator_tokens_per_s']:,.0f} | {published}, {gib} |"
+        )
+    return "\n".join(lines)
