@@ -1,7 +1,6 @@
 """Measure the all-reduce of a machine (or of several) and fit chapter 9's ring model to it:
-a recipe to copy to a server, with torch_ddp.py and data.py beside it (it reads the launch
-as torch_ddp.py does). Start it with torchrun, one process per GPU (the same commands with
-0 GPUs measure CPU processes, over gloo):
+one file to copy to a server, which imports nothing beside it. Start it with torchrun, one
+process per GPU (the same commands with 0 GPUs measure CPU processes, over gloo):
 
     # 8 GPUs on one machine
     torchrun --standalone --nproc_per_node=8 all_reduce_bandwidth.py
@@ -48,7 +47,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
-from torch_ddp import _at_least, choose_device, launch_environment  # beside it
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 UNITS = {"": 1, "B": 1, "KIB": KIB, "MIB": MIB, "GIB": GIB}
@@ -68,6 +66,21 @@ def message_bytes(text: str) -> int:
             f"must be a multiple of 4 bytes (float32), at least 4; got {size}"
         )
     return size
+
+
+def at_least(least: int):
+    """An argparse type: a whole number, `least` or more."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}; got {value}")
+        return value
+
+    return parse
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -93,7 +106,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "on smaller GPUs, 16MiB on CPUs); the sizes grow by powers of 4 from --smallest up to "
         "it",
     )
-    add("--repeats", type=_at_least(1), default=20, help="timed calls per size; the fastest counts")
+    add("--repeats", type=at_least(1), default=20, help="timed calls per size; the fastest counts")
     add("--out", metavar="FILE", help="write the times and the fitted numbers here, as JSON")
     return parser.parse_args(argv)
 
@@ -131,15 +144,38 @@ def default_largest(gpu_memory: int | None) -> int:
 
 
 def processes(script: str) -> tuple[int, int, int, int]:
-    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, as torch_ddp.py reads them from
-    torchrun; refused for one process, which has nothing to all-reduce with."""
-    rank, world_size, local_rank, local_world_size = launch_environment(script)
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, which torchrun sets; refused for
+    one process, which has nothing to all-reduce with."""
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+    missing = [name for name in names if name not in os.environ]
+    if missing:
+        raise SystemExit(
+            f"{script}: start it with torchrun --nproc_per_node=N {script} ... "
+            f"(N: the GPUs of this machine); {', '.join(missing)} not set."
+        )
+    rank, world_size, local_rank, local_world_size = (int(os.environ[n]) for n in names)
     if world_size < 2:
         raise SystemExit(
             f"{script}: 1 process has nothing to all-reduce with: the fit needs 2 processes "
             "or more (torchrun --nproc_per_node=2 or more, or several machines)."
         )
     return rank, world_size, local_rank, local_world_size
+
+
+def choose_device(local_rank: int, local_world_size: int) -> torch.device:
+    """GPU LOCAL_RANK when the machine has a GPU for each of its processes, else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    if local_world_size > gpus:
+        raise SystemExit(
+            f"--nproc_per_node={local_world_size} but this machine has {gpus} GPU(s): start "
+            f"at most {gpus} processes per machine (one per GPU), or hide the GPUs "
+            "(CUDA_VISIBLE_DEVICES=) to measure CPU processes."
+        )
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)
+    return device
 
 
 # ---- measure and fit --------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from pathlib import Path
 
 from tools.format_written import write_chapter_files  # noqa: F401 (the tests import it here)
 from utils.launch import REPOSITORY
@@ -137,16 +138,23 @@ def toc_pages() -> list[str]:
 
 
 def import_recipe(name: str):
-    """A recipe's module (recipes/NAME.py), imported as its launcher would: with recipes/
-    first on the path, for the files beside it that it imports."""
+    """A recipe's module (recipes/NAME.py; NAME may be `pytorch/measure`), imported as its
+    launcher would: with its folder first on the path, for the files beside it that it
+    imports, and none of another recipe folder's modules of the same names."""
     import importlib.util
 
+    path = ROOT / "recipes" / f"{name}.py"
+    folder = path.parent
     recipes = ROOT / "recipes"
-    sys.path.insert(0, str(recipes))
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) and Path(module.__file__).parent
+        if "." not in name and where in (recipes, *recipes.iterdir()) and where != folder:
+            del sys.modules[name]  # e.g. recipes/data.py, when pytorch/data.py is wanted
+    sys.path.insert(0, str(folder))
     try:
-        spec = importlib.util.spec_from_file_location(name, recipes / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
     finally:
-        sys.path.remove(str(recipes))
+        sys.path.remove(str(folder))

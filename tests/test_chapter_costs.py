@@ -66,18 +66,20 @@ def test_a_pages_reading_time_counts_prose_code_blocks_and_included_lines(tmp_pa
     (tmp_path / "program.py").write_text(
         f"import os\n\n\ndef shown():\n{shown}\n\ndef not_shown():\n{not_shown}"
     )
+    (tmp_path / "printed.txt").write_text("a line it printed\n" * 200)
     parts = [
-        "# Title\n\n*About 25 minutes to read.*\n",
+        "# Title\n\n*About 30 minutes to read.*\n",
         "word " * 2000,  # 10 minutes
         "(a-target)=\n<!-- " + "hidden " * 3000 + "-->",  # not shown
         "```bash\n" + "echo\n" * 75 + "```",  # 5 minutes
         "```{literalinclude} program.py\n:language: python\n:pyobject: shown\n```",  # 5
+        "```{literalinclude} printed.txt\n:language: text\n```",  # output: 5 minutes
         "```{note}\n" + "word " * 1000 + "\n```",  # prose: 5 minutes
         "## A section\n\n*About 5 minutes to read* is not the opening.",
     ]
     page = tmp_path / "page.md"
     page.write_text("\n\n".join(parts) + "\n")
-    assert page_reading_minutes(page) == 25
-    assert page_stated_minutes(page) == 25
+    assert page_reading_minutes(page) == 30
+    assert page_stated_minutes(page) == 30
     page.write_text("# Title\n\nA few words.\n\n## Then\n\n*About 5 minutes to read.*\n")
     assert page_reading_minutes(page) == 5 and page_stated_minutes(page) is None

@@ -68,7 +68,7 @@ def test_a_failing_worker_is_recorded_and_the_next_one_runs(tmp_path, monkeypatc
 
 def test_the_gpu_runs_parse_and_the_batch_64_run_trains_4_epochs(tmp_path):
     """On a GPU the transformer's steps pass the recipe's parser, the later --epochs winning."""
-    recipe = import_recipe("torch_ddp")
+    recipe = import_recipe("pytorch/torch_ddp")
     for name, command, _ in gpu_evidence.steps(dry_run=False, work=tmp_path):
         if name.startswith("transformer") and name != gpu_evidence.PROFILE:
             args = recipe.parse_args(command[command.index("--model") :])
@@ -198,7 +198,7 @@ def test_what_the_pages_say_of_the_h100_run_is_in_its_file():
     )
     default_flags = gpu_evidence.TRANSFORMER_SIZES["recipe size"]
     assert f"`{default_flags}`" in page  # "the default size": the parser's
-    defaults = vars(import_recipe("torch_ddp").parse_args([]))
+    defaults = vars(import_recipe("pytorch/torch_ddp").parse_args([]))
     for flag, value in zip(*[iter(default_flags.split())] * 2, strict=True):
         assert str(defaults[flag[2:].replace("-", "_")]) == value
     shown = "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16"

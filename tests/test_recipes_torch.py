@@ -20,6 +20,7 @@ from utils.launch import TORCHRUN, child_environment, run_processes
 from utils.sizing import transformer_flops_per_token
 
 RECIPES = ROOT / "recipes"
+PYTORCH = RECIPES / "pytorch"  # the folder a reader copies
 CPU = {"CUDA_VISIBLE_DEVICES": ""}  # CPU processes with gloo, even on a GPU machine
 # 461 training examples, 8 per process: 28 steps per epoch
 TINY = (
@@ -50,8 +51,8 @@ def torchrun(recipe: str, out, *flags: str) -> list[str]:
 
 
 def run_recipe(command: list[str], timeout_s: float = 150) -> str:
-    """Run one command from recipes/ on CPUs; its output (an error names a failure)."""
-    (output,) = run_processes([command], envs=[CPU], cwd=RECIPES, timeout_s=timeout_s)
+    """Run one command from recipes/pytorch/ on CPUs; its output (an error names a failure)."""
+    (output,) = run_processes([command], envs=[CPU], cwd=PYTORCH, timeout_s=timeout_s)
     return output
 
 
@@ -62,7 +63,7 @@ def run_and_stop(command: list[str], log_path, when: str, timeout_s: float = 150
     with open(log_path, "a") as log:  # appends, so our reads do not move its writes
         process = subprocess.Popen(
             command,
-            cwd=RECIPES,
+            cwd=PYTORCH,
             env=child_environment(CPU),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -156,7 +157,7 @@ def test_stopped_by_sigterm_and_resumed_ends_with_the_same_weights(recipe, ddp_r
 def run_python(*args: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, *args],
-        cwd=RECIPES,
+        cwd=PYTORCH,
         env=child_environment({**CPU, **(env or {})}),
         capture_output=True,
         text=True,
@@ -242,7 +243,7 @@ def _recipe(name: str):
 
 
 def test_more_processes_than_gpus_is_refused(monkeypatch):
-    recipe = _recipe("torch_ddp")
+    recipe = _recipe("pytorch/launch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(SystemExit, match="--nproc_per_node=8 but this machine has 2 GPU"):
@@ -255,7 +256,7 @@ def test_more_processes_than_gpus_is_refused(monkeypatch):
 def test_processes_that_see_different_checkpoints_are_stopped(monkeypatch, tmp_path):
     """A rank that sees another checkpoint (an --out that is not shared) would train from
     other weights, or wait forever for FSDP's collectives: every rank stops instead."""
-    recipe = _recipe("torch_ddp")
+    recipe = _recipe("pytorch/training")
     seen_by_rank = ["checkpoint.pt of 1700000000", None]
     monkeypatch.setattr(recipe.dist, "get_world_size", lambda: 2)
     monkeypatch.setattr(
@@ -271,7 +272,7 @@ def test_processes_that_see_different_checkpoints_are_stopped(monkeypatch, tmp_p
 
 
 def test_a_warm_up_longer_than_a_quarter_of_the_run_is_shortened():
-    data = _recipe("data")
+    data = _recipe("pytorch/training")
     said = []
     assert data.warmup_length(50, 40, lambda text, flush: said.append(text)) == 10
     assert said == [
@@ -449,7 +450,7 @@ def test_results_table_explains_a_bad_file(text, message, tmp_path):
 
 def test_the_transformer_trains_on_the_standard_librarys_sources():
     """Its text is on every machine; each target is the input moved one token on."""
-    transformer = _recipe("transformer")
+    transformer = _recipe("pytorch/data")
     tokens = transformer.load_python_sources(10_000)
     assert tokens.dtype == np.uint8 and len(tokens) == 10_000
     assert b"import" in tokens.tobytes()
@@ -463,8 +464,7 @@ def test_the_operations_counted_per_step_are_the_transformers_formula(monkeypatc
     """training_flops counts, on the meta device, what chapter 18 derives: 6 per weight of
     a matrix product and token, plus attention's 12 x layers x context x width per token
     (as plain matrix products: the fused kernel's own count on a CPU is missing)."""
-    recipe = _recipe("torch_ddp")
-    monkeypatch.syspath_prepend(str(RECIPES))  # it imports transformer.py as the recipe does
+    recipe = _recipe("pytorch/measure")
     context, width, layers, batch = 32, 64, 3, 5
     inputs = torch.randint(0, 256, (batch, context))
     per_token = transformer_flops_per_token(layers, width, 256, context)
@@ -476,7 +476,7 @@ def test_the_operations_counted_per_step_are_the_transformers_formula(monkeypatc
 
 def test_the_peak_for_mfu(monkeypatch):
     """--peak-tflops first; a known GPU's vendor figure by precision; the CPU measured."""
-    recipe = _recipe("torch_ddp")
+    recipe = _recipe("pytorch/measure")
     args = SimpleNamespace(peak_tflops=None)
     cuda, said = torch.device("cuda", 0), []
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H100 80GB HBM3")

@@ -104,7 +104,8 @@ def test_zero1_trains_as_one_process(tmp_path, monkeypatch):
 def test_fsdp2_transformer_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
     """Chapter 15's worker: chapter 18's transformer built on meta, sharded per block,
     clipped, on 2 processes == one process; its checkpoint restored on 3."""
-    from recipes.transformer import CharTransformer, load_python_sources, sequences
+    from recipes.pytorch.data import load_python_sources, sequences
+    from recipes.pytorch.models import CharTransformer
 
     chapter15 = import_chapter_files(
         "chapters/15_fsdp2_and_sharded_checkpoints.ipynb", tmp_path / "files15", monkeypatch

@@ -30,7 +30,7 @@ class Logits(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def transformer():
-    return import_recipe("transformer")
+    return import_recipe("pytorch/models")
 
 
 SHAPES = [(2, 64, 4, 64, 2), (3, 128, 4, 128, 4), (2, 256, 8, 32, 8)]  # L, d, heads, t, batch
@@ -83,7 +83,7 @@ def test_the_cnn_preset_is_the_books_cnn_as_counted():
 
 
 def test_the_gpus_peaks_are_the_recipes():
-    peaks = import_recipe("torch_ddp").GPU_PEAK_FLOPS
+    peaks = import_recipe("pytorch/measure").GPU_PEAK_FLOPS
     names = {
         "T4": "Tesla T4",
         "L4": "NVIDIA L4",
@@ -143,7 +143,7 @@ def test_a_presets_mfu_and_speed_are_what_the_book_measured(name):
     assert preset["batch"] == result["batch_per_device"] and result["world_size"] == 1
     measured = result["tokens_per_s_per_device"] or result["examples_per_s_per_device"]
     if preset["kind"] == "transformer":
-        flags = dict(zip(*[iter(command.split("recipes/torch_ddp.py ")[1].split())] * 2))
+        flags = dict(zip(*[iter(command.split("torch_ddp.py ")[1].split())] * 2))
         assert [int(flags[f"--{k}"]) for k in ("context", "width", "layers", "heads")] == [
             preset[k] for k in ("context", "width", "layers", "heads")
         ]

@@ -657,7 +657,7 @@ def test_torch_scripts_start_one_torchrun_a_node_with_a_process_per_gpu(tmp_path
             "--rdzv-id=4242",
             f"--rdzv-conf=is_host={int(node == 0)}",
             "--max-restarts=3",
-            "recipes/torch_ddp.py",
+            "recipes/pytorch/torch_ddp.py",
             "--out",
             "runs/torch_ddp-4242",
         ]

@@ -7,7 +7,7 @@ A chapter opens with its cost: "About N minutes to read". N is computed, not gue
 at 200 words a minute, visible code at 15 lines a minute, visible output at 40 lines a
 minute (a figure counts as 10 lines), rounded to 5 minutes. The book's Markdown pages are
 read the same way: their prose, their code blocks and the lines a `literalinclude` shows
-(as Sphinx selects them); a page that states a time, in its opening (before its first
+(as Sphinx selects them; one of `:language: text`, a program's printout, is output); a page that states a time, in its opening (before its first
 section), must state this one. tests/test_chapter_costs.py checks both.
 """
 
@@ -121,7 +121,9 @@ def _blocks(lines: list[str], folder: Path) -> tuple[list[str], int, int]:
             key, value = _OPTION.match(body[0].strip()).groups()
             options[key] = value
             body = body[1:]
-        if directive == "literalinclude":
+        if directive == "literalinclude" and options.get("language") == "text":
+            output += included_lines(folder, argument, options)  # a program's printout
+        elif directive == "literalinclude":
             code += included_lines(folder, argument, options)
         elif directive in _FIGURE_DIRECTIVES:
             output += FIGURE_LINES

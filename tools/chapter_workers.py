@@ -169,7 +169,8 @@ def run_fsdp_worker(m: Machine) -> dict:
     import torch
     from torch.utils.data import TensorDataset
 
-    from recipes.transformer import CharTransformer, load_python_sources, sequences
+    from recipes.pytorch.data import load_python_sources, sequences
+    from recipes.pytorch.models import CharTransformer
     from utils.pytorch_ddp import save_data, step_batches
 
     examples, context = 256, SHAPE["context"]

@@ -101,7 +101,7 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
                     name,
                     [
                         *one,
-                        str(RECIPES / f"{recipe}.py"),
+                        str(RECIPES / "pytorch" / f"{recipe}.py"),
                         *arguments.split(),
                         "--out",
                         str(work / name.replace(" ", "-")),
@@ -125,7 +125,7 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
                 name,
                 [
                     *one,
-                    str(RECIPES / f"{recipe}.py"),
+                    str(RECIPES / "pytorch" / f"{recipe}.py"),
                     *cnn_epochs.split(),
                     "--precision",
                     precision,

@@ -3,7 +3,7 @@
     python -m tools.profile_transformer --out profile.jsonl            # the large size
     python -m tools.profile_transformer --dry-run --out profile.jsonl  # tiny, eager only
 
-The step is the recipe's on one process (recipes/transformer.py's model, AdamW, bfloat16
+The step is the recipe's on one process (recipes/pytorch/models.py's model, AdamW, bfloat16
 autocast, the loss read on the CPU each step as torch_ddp.py reads it), on random tokens,
 without DDP: in one process DDP's bucket copies, its one-rank all-reduce and the recipe's
 all-reduce of the loss add a little to the recipe's step. It times steps eagerly, records
@@ -28,10 +28,10 @@ from torch.nn import functional as F
 from utils.errors import error_line
 from utils.sizing import transformer_flops_per_token
 
-RECIPES = Path(__file__).resolve().parent.parent / "recipes"
-sys.path.insert(0, str(RECIPES))
-from torch_ddp import GPU_PEAK_FLOPS  # noqa: E402  (recipes/, beside transformer.py)
-from transformer import VOCABULARY, CharTransformer  # noqa: E402
+RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "pytorch"
+sys.path.insert(0, str(RECIPE))  # the recipe's modules import each other by their names
+from measure import GPU_PEAK_FLOPS  # noqa: E402
+from models import VOCABULARY, CharTransformer  # noqa: E402
 
 #: Kinds of kernels, by name, in this order (attention's kernels may be CUTLASS's too): the
 #: fused attention kernels, cuBLAS's and CUTLASS's matrix products, the optimizer's

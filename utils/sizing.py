@@ -10,7 +10,7 @@ checks that the two agree).
 - A transformer's weights and operations per token, 6 per weight of a matrix product plus
   attention's 12 x layers x context x width: chapter 18; with grouped-query attention (fewer
   key-value heads) and Llama's SwiGLU block as options.
-- Its saved activations: measured on the book's transformer (recipes/transformer.py) as
+- Its saved activations: measured on the book's transformer (recipes/pytorch/models.py) as
   about 16.5 values of its width per token and layer, plus the logits; with recomputation
   each block keeps its input, and one block's activations come back (chapter 16).
 - The ring all-reduce, 2(n - 1)(S / (n B) + latency), with B the slower link the ring
@@ -49,7 +49,7 @@ BYTES_PER_PARAMETER = {
 }
 
 #: Common GPUs: nominal memory in GB (as NVIDIA names them) and dense peaks in operations
-#: per second: bfloat16 and float32 are recipes/torch_ddp.py's GPU_PEAK_FLOPS; float16 on
+#: per second: bfloat16 and float32 are recipes/pytorch/torch_ddp.py's GPU_PEAK_FLOPS; float16 on
 #: tensor cores from the same datasheets (the T4's 65 TFLOPS "mixed precision"; the others
 #: as their bfloat16).
 GPUS = {
@@ -64,7 +64,7 @@ GPUS = {
 #: The peak a precision computes at: autocast's matrix products run in bfloat16.
 PEAK_OF = {"bf16": "bf16", "autocast": "bf16", "fp16": "fp16", "fp32": "fp32"}
 
-#: The two blocks: "gelu" is the book's (recipes/transformer.py) and GPT-2's: a GELU MLP of
+#: The two blocks: "gelu" is the book's (recipes/pytorch/models.py) and GPT-2's: a GELU MLP of
 #: 2 matrices, biases, LayerNorm, learned positions. "swiglu" is Llama's: a SwiGLU MLP of 3
 #: matrices, no biases, RMSNorm, rotary positions (no weights).
 MLP_MATRICES = {"gelu": 2, "swiglu": 3}
@@ -261,7 +261,7 @@ def transformer_parameters(
     mlp: str = "gelu",
     tied: bool = False,
 ) -> int:
-    """A transformer's weights. The book's block (recipes/transformer.py, mlp="gelu", an
+    """A transformer's weights. The book's block (recipes/pytorch/models.py, mlp="gelu", an
     MLP 4 times as wide): 12 x width^2 + 13 x width, and learned positions. Llama's
     (mlp="swiglu"): no biases, RMSNorm, rotary positions. `kv_heads` below `heads` is
     grouped-query attention; `tied` shares the output matrix with the token embedding."""

@@ -1,16 +1,12 @@
-"""The second model of the PyTorch recipes (`--model transformer`): a small decoder-only
-transformer that predicts the next character of Python source code, the text of the Python
-standard library (on every machine: no download). Copy this file with torch_ddp.py and
-data.py. Chapter 18 builds the same model, derives its operations per token and measures
-its memory.
-"""
+"""The two models of the PyTorch recipes, their optimizers and their loss: the book's small
+CNN on images (`--model cnn`, chapter 6) and a small decoder-only transformer that predicts
+the next character of Python source code (`--model transformer`; chapter 18 builds the same
+model, derives its operations per token and measures its memory)."""
 
 from __future__ import annotations
 
-import sysconfig
-from pathlib import Path
+import argparse
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -19,31 +15,24 @@ from torch.nn import functional as F
 VOCABULARY = 256
 
 
-def load_python_sources(max_bytes: int) -> np.ndarray:
-    """The first `max_bytes` bytes of the standard library's top-level modules (`*.py` in
-    sorted order, one after another), as uint8 tokens."""
-    folder = Path(sysconfig.get_path("stdlib"))
-    chunks, size = [], 0
-    for path in sorted(folder.glob("*.py")):
-        chunks.append(path.read_bytes())
-        size += len(chunks[-1])
-        if size >= max_bytes:
-            break
-    return np.frombuffer(b"".join(chunks)[:max_bytes], dtype=np.uint8)
+class SmallCNN(nn.Module):
+    """Two 3x3 convolutions with max pooling, then logits (the book's small CNN)."""
 
-
-def sequences(tokens: np.ndarray, context: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and targets from the text cut into pieces of `context` + 1 tokens, one after
-    another: each target is the input moved one token on."""
-    pieces = len(tokens) // (context + 1)
-    if pieces < 2:
-        raise SystemExit(
-            f"a context of {context} tokens needs at least {2 * (context + 1)} bytes of "
-            f"text; there are {len(tokens)}: lower --context or raise --limit-examples."
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Conv2d(1, 16, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * 5 * 5, classes),
         )
-    windows = torch.from_numpy(tokens[: pieces * (context + 1)].astype(np.int64))
-    windows = windows.view(pieces, context + 1)
-    return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.layers(images)
 
 
 class CausalSelfAttention(nn.Module):
@@ -96,3 +85,22 @@ class CharTransformer(nn.Module):
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.tokens(tokens) + self.positions(positions)
         return self.head(self.norm(self.blocks(x)))
+
+
+def build_model(args: argparse.Namespace, classes: int) -> nn.Module:
+    """The CNN, or the transformer of --context, --width, --layers and --heads."""
+    if args.model == "transformer":
+        return CharTransformer(args.context, args.width, args.layers, args.heads)
+    return SmallCNN(classes)
+
+
+def build_optimizer(args: argparse.Namespace, model: nn.Module, lr: float):
+    """SGD with momentum for the CNN; AdamW, transformers' usual choice, for the transformer."""
+    if args.model == "transformer":
+        return torch.optim.AdamW(model.parameters(), lr=lr)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+
+
+def loss_of(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean"):
+    """Cross-entropy, for one label per example or one per token."""
+    return F.cross_entropy(logits.float().flatten(0, -2), targets.flatten(), reduction=reduction)
