@@ -1,6 +1,6 @@
-"""What every recipe shares: the bundled digits or your own image folder, the held-out test
-split, the warm-up's length, and one JSON line of results per run. Copy this file with the
-recipe you use."""
+"""What the TensorFlow and Keras recipes share: the bundled digits or your own image folder,
+the held-out test split, the warm-up's length, and one JSON line of results per run. Copy
+this file with the recipe you use (the PyTorch recipe has its own, in recipes/pytorch/)."""
 
 from __future__ import annotations
 

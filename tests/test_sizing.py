@@ -320,7 +320,7 @@ def test_fsdp_sends_by_the_dtypes_it_gathers_and_reduces_in(precision):
     of their bytes, against DDP's all-reduce of the gradients, 2(n - 1)/n of theirs: 1.5
     times in one dtype; the same bytes where it gathers in bfloat16 and reduces in float32,
     as the FSDP recipe's MixedPrecisionPolicy does (and DDP under autocast reduces float32)."""
-    fsdp_recipe = (RECIPES / "torch_fsdp.py").read_text()
+    fsdp_recipe = (RECIPES / "pytorch" / "strategies.py").read_text()
     assert "MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)" in (
         fsdp_recipe
     )

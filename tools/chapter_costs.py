@@ -7,8 +7,9 @@ A chapter opens with its cost: "About N minutes to read". N is computed, not gue
 at 200 words a minute, visible code at 15 lines a minute, visible output at 40 lines a
 minute (a figure counts as 10 lines), rounded to 5 minutes. The book's Markdown pages are
 read the same way: their prose, their code blocks and the lines a `literalinclude` shows
-(as Sphinx selects them; one of `:language: text`, a program's printout, is output); a page that states a time, in its opening (before its first
-section), must state this one. tests/test_chapter_costs.py checks both.
+(as Sphinx selects them; one of `:language: text`, a program's printout, counts as
+output); a page that states a time, in its opening (before its first section), must state
+this one. tests/test_chapter_costs.py checks both.
 """
 
 from __future__ import annotations
