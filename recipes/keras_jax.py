@@ -43,6 +43,7 @@ from tf_common import (
     base_parser,
     build_model,
     check_args,
+    choose_precision,
     split,
     step_timer,
     warmup_schedule,
@@ -105,14 +106,12 @@ def start_jax(args):
     return jax, keras, jax.devices("cpu"), "CPU"
 
 
-def choose_precision(devices, device_type: str, requested: str) -> str:
-    """auto: bfloat16 on GPUs of compute capability 8+, float16 on older, fp32 on CPU."""
-    if requested == "fp32" or (requested == "auto" and device_type == "CPU"):
-        return "float32"
+def jax_gpu_capability(devices, device_type: str) -> tuple[int, int] | None:
+    """The first GPU's compute capability as JAX reports it ("8.0"); None on the CPU."""
     if device_type == "CPU":
-        return "mixed_bfloat16"  # --precision mixed on a CPU
-    capability = float(getattr(devices[0], "compute_capability", 0) or 0)
-    return "mixed_bfloat16" if capability >= 8 else "mixed_float16"
+        return None
+    text = str(getattr(devices[0], "compute_capability", "") or "0.0")
+    return tuple(int(part) for part in text.split(".")[:2])
 
 
 def save_weights(model, path: Path, is_writer: bool) -> None:
@@ -144,7 +143,7 @@ def main(argv=None) -> None:
     # the test set in whole batches that every device gets an equal slice of
     test_batch = min(global_batch, len(x_test)) // replicas * replicas
     keras.utils.set_random_seed(args.seed)
-    precision = choose_precision(devices, device_type, args.precision)
+    precision = choose_precision(args.precision, jax_gpu_capability(devices, device_type))
     keras.mixed_precision.set_global_policy(precision)
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
     peak_lr = args.base_lr * global_batch / args.base_batch  # the linear rule

@@ -4,13 +4,14 @@ and a transformer large enough to keep a GPU busy; print the scaling table (effi
 MFU, peak memory), then check three of the book's claims on this machine:
 
 1. N GPUs train the weights one GPU trains on the same global batch (chapter 6): the CNN,
-   10 steps in float32 with deterministic kernels, within float32's rounding (a largest
-   difference of at most 1e-4 of the largest weight; a lost or doubled gradient is far
-   larger);
+   10 steps in float32 (TF32 off: NVIDIA_TF32_OVERRIDE=0) with deterministic kernels,
+   within float32's rounding (a largest difference of at most 1e-4 of the largest weight;
+   a lost or doubled gradient is far larger);
 2. FSDP2 holds less memory per GPU than DDP from 2 GPUs on (chapter 15; GPUs only);
 3. DDP's all-reduce hides behind the backward pass, or not, as chapter 18's ring model
    predicts from this machine's own all-reduce (all_reduce_bandwidth.py, fitted) and the
-   one-GPU step: the prediction and the measured N-GPU step side by side.
+   one-GPU step (2/3 of it, at most, is the backward pass): the prediction and the
+   measured N-GPU step side by side.
 
     python recipes/scaling.py                 # 1, 2, 4, ... every GPU of this machine
     python recipes/scaling.py --gpus 4        # 1, 2 and 4 GPUs
@@ -18,8 +19,9 @@ MFU, peak memory), then check three of the book's claims on this machine:
 
 On CPUs the sizes are tiny and the table checks the tool, not the machine. Everything goes
 to --out (default runs/scaling): results.jsonl (`python recipes/results_table.py` reads
-it), bandwidth.json, and each run's log; on 8 GPUs, 19 launches one after another. Exit
-status 1 if check 1 or 2 fails; a run that fails stops it with its log's last lines.
+it), bandwidth.json, and each run's log (each run starts afresh; its checkpoints are
+deleted once it has reported); on 8 GPUs, 19 launches one after another. Exit status 1 if
+check 1 or 2 fails; a run that fails stops it with its log's last lines.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -46,7 +48,7 @@ SIZES = {
     },
     "transformer": {
         "gpu": "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16 "
-        "--max-steps 40",
+        "--max-steps 100",
         "cpu": "--context 32 --width 64 --layers 2 --heads 2 --text-bytes 40000 "
         "--batch-per-device 8 --max-steps 10 --num-workers 0",
     },
@@ -61,24 +63,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--gpus", type=int, help="the most GPUs to use (default: all)")
-    where.add_argument("--cpu", type=int, metavar="N", help="N CPU processes, tiny sizes")
+    where.add_argument("--gpus", type=int, help="the most GPUs to use, 2 or more (default: all)")
+    where.add_argument(
+        "--cpu", type=int, metavar="N", help="N CPU processes (2 or more), tiny sizes"
+    )
     parser.add_argument("--out", default="runs/scaling", help="folder for results and logs")
     parser.add_argument(
         "--timeout", type=float, default=1800, help="seconds a launch may take before it is ended"
     )
     args = parser.parse_args(argv)
-    args.kind = "cpu" if args.cpu else "gpu"
-    args.most = args.cpu or args.gpus or visible_gpus()
-    if args.most < 2:
+    args.kind = "cpu" if args.cpu is not None else "gpu"
+    asked = args.cpu if args.kind == "cpu" else args.gpus
+    if asked is not None and asked < 2:
+        flag = "--cpu" if args.kind == "cpu" else "--gpus"
+        raise SystemExit(f"scaling.py: {flag} {asked}: scaling needs 2 or more.")
+    here = visible_gpus() if args.kind == "gpu" else asked
+    if here < 2:
         raise SystemExit(
-            f"scaling.py: {args.most} GPU(s) here: scaling needs 2 or more; on a machine "
+            f"scaling.py: {here} GPU(s) here: scaling needs 2 or more; on a machine "
             "without GPUs, --cpu 2 runs the tool on two CPU processes."
         )
-    if args.gpus and args.gpus > visible_gpus():
-        raise SystemExit(
-            f"scaling.py: --gpus {args.gpus}, but this machine shows {visible_gpus()}."
-        )
+    args.most = asked or here
+    if args.most > here:
+        raise SystemExit(f"scaling.py: --gpus {args.most}, but this machine shows {here}.")
     return args
 
 
@@ -86,9 +93,11 @@ def visible_gpus() -> int:
     """The GPUs torch sees here (0 without CUDA), asked in a short child process so that
     this one never initialises CUDA before its launches do."""
     code = "import torch; print(torch.cuda.device_count())"
-    found = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
+    command = [sys.executable, "-c", code]
+    found = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if found.returncode:
+        last = (found.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"scaling.py: PyTorch could not count the GPUs here ({last}).")
     return int(found.stdout)
 
 
@@ -97,13 +106,13 @@ def counts(most: int) -> list[int]:
     return sorted({2**k for k in range(most.bit_length()) if 2**k < most} | {most})
 
 
-def launch(args, processes: int, script: str, flags: str, name: str) -> None:
-    """torchrun --standalone --nproc_per_node=PROCESSES SCRIPT FLAGS, its output in
-    OUT/NAME.log; ended (its whole process group) after --timeout seconds."""
+def launch(args, processes: int, script: str, flags: str, name: str, env=None) -> None:
+    """torchrun --standalone --nproc_per_node=PROCESSES SCRIPT FLAGS (`env` added to its
+    environment), its output in OUT/NAME.log; stopped after --timeout seconds."""
     log = Path(args.out) / f"{name}.log"
     # on CPUs one thread a process, as torchrun sets for 2 or more: comparable steps
     cpu = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"} if args.cpu else {}
-    env = {**os.environ, **cpu}
+    env = {**os.environ, **cpu, **(env or {})}
     command = [*TORCHRUN, f"--nproc_per_node={processes}", str(script), *flags.split()]
     print(f"  {name}: {processes} process(es) ...", end=" ", flush=True)
     tick = time.monotonic()
@@ -116,15 +125,28 @@ def launch(args, processes: int, script: str, flags: str, name: str) -> None:
         except subprocess.TimeoutExpired:
             code = None
         finally:
-            if process.poll() is None:  # timed out, or this program was interrupted
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop(process)
     if code != 0:
-        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
         why = f"ended after {args.timeout:g} s" if code is None else f"failed (exit {code})"
         print(f"\n{tail}", file=sys.stderr)
-        raise SystemExit(f"scaling.py: {name} {why}; its log: {log}")
+        raise SystemExit(
+            f"scaling.py: {name} {why}; its log: {log}. Fix what it says and run the same "
+            "command again (every run starts afresh)."
+        )
     print(f"{time.monotonic() - tick:.0f} s", flush=True)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """End torchrun if it is still running (a timeout, or Ctrl-C here): SIGTERM, which it
+    passes to its workers (they run in sessions of their own), then SIGKILL after 60 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def measure(args) -> list[dict]:
@@ -135,10 +157,15 @@ def measure(args) -> list[dict]:
         for recipe in ("torch_ddp", "torch_fsdp"):
             for n in counts(args.most):
                 name = f"{recipe}-{model}-{n}"
-                flags = f"--model {model} {sizes[args.kind]} --out {Path(args.out) / name} "
-                flags += f"--results {results}"
+                folder = Path(args.out) / name
+                shutil.rmtree(folder, ignore_errors=True)  # never resume an earlier run
+                flags = f"--model {model} {sizes[args.kind]} --out {folder} --results {results}"
                 launch(args, n, HERE / "pytorch" / f"{recipe}.py", flags, name)
-    return [json.loads(line) for line in results.read_text().splitlines()]
+                shutil.rmtree(folder)  # its checkpoints: gigabytes for the transformer
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    if len(rows) != 4 * len(counts(args.most)):
+        raise SystemExit(f"scaling.py: {results} has {len(rows)} rows, not one per run.")
+    return rows
 
 
 def same_weights(args) -> tuple[bool, str]:
@@ -146,15 +173,21 @@ def same_weights(args) -> tuple[bool, str]:
     import torch
 
     batch, folders = (8 if args.cpu else 64), {}
+    (Path(args.out) / "weights.jsonl").unlink(missing_ok=True)
     tiny = "--limit-examples 512 --num-workers 0" if args.cpu else ""
     for processes, per_device in ((1, args.most * batch), (args.most, batch)):
         name = f"weights-{processes}"
         folders[processes] = Path(args.out) / name
-        flags = f"--precision fp32 --deterministic --max-steps {WEIGHT_STEPS} --epochs 1 {tiny}"
+        shutil.rmtree(folders[processes], ignore_errors=True)
+        flags = f"--precision fp32 --deterministic --max-steps {WEIGHT_STEPS} {tiny}"
         flags += f" --batch-per-device {per_device} --out {folders[processes]}"
         flags += f" --results {Path(args.out) / 'weights.jsonl'}"
-        launch(args, processes, HERE / "pytorch" / "torch_ddp.py", flags, name)
+        # TF32 off: cuDNN's convolutions use it even in float32 (allow_tf32's default)
+        script = HERE / "pytorch" / "torch_ddp.py"
+        launch(args, processes, script, flags, name, {"NVIDIA_TF32_OVERRIDE": "0"})
     one, many = (torch.load(folders[n] / "model.pt") for n in (1, args.most))
+    for folder in folders.values():
+        shutil.rmtree(folder)
     gap = max((one[k] - many[k]).abs().max().item() for k in one)
     scale = max(w.abs().max().item() for w in one.values())
     text = (
@@ -181,14 +214,22 @@ def fsdp_memory(rows: list[dict]) -> list[tuple[bool, str]]:
 def predicted_step(row: dict, n: int, bandwidth: dict) -> tuple[float, float, float]:
     """Chapter 18's prediction for DDP on n devices from its 1-device row: the all-reduce
     of its float32 gradients by the ring model, the backward pass (4 of a step's 6
-    operations per weight: 2/3 of the step), and the step, longer by what does not hide.
-    Gradients that fit DDP's first bucket (1 MiB) are reduced after the backward pass."""
+    operations per weight: at most 2/3 of the step, which also holds the optimizer and the
+    loader), and the step, longer by what does not hide: at least the last bucket (up to
+    DDP's 25 MiB), reduced after the backward pass ends; all of it for gradients that fit
+    DDP's first bucket (1 MiB)."""
+    alpha, bus = max(bandwidth["alpha_s"], 0), bandwidth["bandwidth_bytes_per_s"]
+
+    def ring(size: float) -> float:
+        return 2 * (n - 1) * (size / (n * bus) + alpha)
+
     gradient_bytes = 4 * row["parameters"]
-    ring = 2 * (n - 1) * (gradient_bytes / (n * bandwidth["bandwidth_bytes_per_s"]))
-    ring += 2 * (n - 1) * max(bandwidth["alpha_s"], 0)
     backward = 2 / 3 * row["mean_step_time_s"]
-    exposed = ring if gradient_bytes <= 2**20 else max(0.0, ring - backward)
-    return ring, backward, row["mean_step_time_s"] + exposed
+    if gradient_bytes <= 2**20:
+        exposed = ring(gradient_bytes)
+    else:
+        exposed = max(ring(gradient_bytes) - backward, ring(min(gradient_bytes, 25 * 2**20)))
+    return ring(gradient_bytes), backward, row["mean_step_time_s"] + exposed
 
 
 def hiding(rows: list[dict], bandwidth: dict, most: int) -> list[str]:
@@ -203,9 +244,9 @@ def hiding(rows: list[dict], bandwidth: dict, most: int) -> list[str]:
         if 4 * by_n[1]["parameters"] <= 2**20:
             verdict = "does not hide (one bucket, reduced after the backward pass)"
         else:
-            verdict = "hides" if ring <= backward else "does not hide"
+            verdict = "hides (but its last bucket)" if ring <= backward else "does not hide"
         lines.append(
-            f"{model}: all-reduce {ring * 1e3:.2f} ms, backward {backward * 1e3:.2f} ms: "
+            f"{model}: all-reduce {ring * 1e3:.2f} ms, backward at most {backward * 1e3:.2f} ms: "
             f"{verdict}; step on {most} predicted {step * 1e3:.2f} ms, measured "
             f"{measured * 1e3:.2f} ms ({measured / step:.0%} of predicted)"
         )

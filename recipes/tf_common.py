@@ -105,15 +105,23 @@ def setup_mirrored_devices(tf, args) -> tuple[list[str], str]:
     return [d.name for d in tf.config.list_logical_devices("CPU")], "CPU"
 
 
-def choose_precision(tf, requested: str) -> str:
-    """auto: bfloat16 on GPUs of compute capability 8+, float16 on older, fp32 on CPU."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if requested == "fp32" or (requested == "auto" and not gpus):
+def choose_precision(requested: str, capability: tuple[int, int] | None) -> str:
+    """The Keras dtype policy for --precision, given the first GPU's compute capability
+    (None: no GPU): auto is bfloat16 on GPUs of capability 8.0 or more, float16 on older
+    ones, float32 on the CPU; mixed is bfloat16 on the CPU. keras_jax.py uses it too."""
+    if requested == "fp32" or (requested == "auto" and capability is None):
         return "float32"
-    if not gpus:
+    if capability is None:
         return "mixed_bfloat16"  # --precision mixed on a CPU
-    capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
-    return "mixed_bfloat16" if capability and capability >= (8, 0) else "mixed_float16"
+    return "mixed_bfloat16" if capability >= (8, 0) else "mixed_float16"
+
+
+def tensorflow_gpu_capability(tf) -> tuple[int, int] | None:
+    """The first GPU's compute capability as TensorFlow reports it; None without a GPU."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    return tf.config.experimental.get_device_details(gpus[0]).get("compute_capability") or (0, 0)
 
 
 def setup_training(tf, keras, args, replicas: int, train_examples: int):
@@ -129,7 +137,7 @@ def setup_training(tf, keras, args, replicas: int, train_examples: int):
     keras.utils.set_random_seed(args.seed)
     if args.deterministic:
         tf.config.experimental.enable_op_determinism()
-    precision = choose_precision(tf, args.precision)
+    precision = choose_precision(args.precision, tensorflow_gpu_capability(tf))
     keras.mixed_precision.set_global_policy(precision)
     peak_lr = args.base_lr * global_batch / args.base_batch  # the linear rule
     total_steps = args.epochs * (train_examples // global_batch)

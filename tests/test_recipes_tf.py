@@ -233,3 +233,23 @@ def test_multiworker_two_workers_only_the_chief_writes(tmp_path):
         "final.weights.h5",
         "results.jsonl",
     ]  # worker 1's temporary checkpoints are gone
+
+
+def test_the_keras_recipes_choose_their_precision_by_one_rule():
+    """tf_common.choose_precision serves the TensorFlow recipes and keras_jax.py alike: the
+    same --precision gives the same policy on the same GPU, whichever framework reports it."""
+    from types import SimpleNamespace
+
+    from tests.helpers import import_recipe
+
+    choose = import_recipe("tf_common").choose_precision
+    capability = import_recipe("keras_jax").jax_gpu_capability
+    assert [choose("auto", None), choose("mixed", None), choose("fp32", (9, 0))] == [
+        "float32",
+        "mixed_bfloat16",
+        "float32",
+    ]
+    t4, a100 = SimpleNamespace(compute_capability="7.5"), SimpleNamespace(compute_capability="8.0")
+    assert choose("auto", capability([t4], "gpu")) == "mixed_float16"
+    assert choose("auto", capability([a100], "gpu")) == "mixed_bfloat16"
+    assert capability([t4], "CPU") is None

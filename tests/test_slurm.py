@@ -525,9 +525,13 @@ def test_a_wrong_launch_gets_one_clear_line(script, env, cwd, message):
 
 
 def test_the_fsdp_script_is_the_ddp_script_for_its_recipe():
-    """The two PyTorch scripts stay one script, each complete to copy alone."""
-    ddp = (SCRIPTS / "torch_ddp.sbatch").read_text()
-    assert ddp.replace("torch_ddp", "torch_fsdp") == (SCRIPTS / "torch_fsdp.sbatch").read_text()
+    """The two PyTorch scripts are written once: the FSDP2 one asks for the same resources
+    (its #SBATCH lines, which sbatch reads from the script it is given) and runs the DDP
+    one with its recipe."""
+    ddp, fsdp = ((SCRIPTS / f"{r}.sbatch").read_text() for r in ("torch_ddp", "torch_fsdp"))
+    asked = [[line for line in s.splitlines() if line.startswith("#SBATCH")] for s in (ddp, fsdp)]
+    assert [line.replace("torch_ddp", "torch_fsdp") for line in asked[0]] == asked[1]
+    assert "TORCH_RECIPE=torch_fsdp exec bash recipes/slurm/torch_ddp.sbatch" in fsdp
 
 
 def test_every_multi_machine_recipe_has_a_batch_script():

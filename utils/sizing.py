@@ -49,7 +49,7 @@ BYTES_PER_PARAMETER = {
 }
 
 #: Common GPUs: nominal memory in GB (as NVIDIA names them) and dense peaks in operations
-#: per second: bfloat16 and float32 are recipes/pytorch/torch_ddp.py's GPU_PEAK_FLOPS; float16 on
+#: per second: bfloat16 and float32 are recipes/pytorch/measure.py's GPU_PEAK_FLOPS; float16 on
 #: tensor cores from the same datasheets (the T4's 65 TFLOPS "mixed precision"; the others
 #: as their bfloat16).
 GPUS = {

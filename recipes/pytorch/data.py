@@ -88,7 +88,7 @@ def sequences(tokens: np.ndarray, context: int) -> tuple[torch.Tensor, torch.Ten
     if pieces < 2:
         raise SystemExit(
             f"a context of {context} tokens needs at least {2 * (context + 1)} bytes of "
-            f"text; there are {len(tokens)}: lower --context or raise --limit-examples."
+            f"text; there are {len(tokens)}: lower --context or raise --text-bytes."
         )
     windows = torch.from_numpy(tokens[: pieces * (context + 1)].astype(np.int64))
     windows = windows.view(pieces, context + 1)

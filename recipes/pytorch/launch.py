@@ -56,16 +56,6 @@ def choose_precision(requested: str, device: torch.device) -> str:
     return requested
 
 
-def seed_everything(seed: int, deterministic: bool) -> None:
-    """Same initial weights on every process, and reproducible runs; with `deterministic`,
-    only deterministic kernels (cuDNN and cuBLAS have faster ones that are not)."""
-    torch.manual_seed(seed)  # the CPU's and every GPU's generator
-    if deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
-        torch.use_deterministic_algorithms(True)
-        torch.backends.cudnn.benchmark = False
-
-
 def run(args: argparse.Namespace, strategy_class: type, script: str) -> None:
     """Check the launch, join the process group, train, and always leave the group."""
     stop = StopFlag()  # first: a signal during start-up is remembered too
@@ -77,7 +67,6 @@ def run(args: argparse.Namespace, strategy_class: type, script: str) -> None:
     cuda = device.type == "cuda"
     # NCCL between GPUs, gloo between CPU processes
     dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
-    seed_everything(args.seed, args.deterministic)  # before the model is built
     try:
         fit(args, strategy_class(args, device, precision, rank), train, test, stop)
     finally:

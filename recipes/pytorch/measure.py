@@ -1,6 +1,6 @@
 """What a run measures: its operations per step, the device's peak (for the model FLOPs
 utilisation, MFU), and the one JSON line of results rank 0 appends at the end
-(`python results_table.py results.jsonl` compares runs)."""
+(`python ../results_table.py results.jsonl` compares runs)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ differently (wrapping the model, mixed precision, checkpoint files)."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -55,6 +56,16 @@ def _ignore_stop_signals(worker_id: int) -> None:
     training process stops them when it is ready."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """Same initial weights on every process, and reproducible runs; with `deterministic`,
+    only deterministic kernels (cuDNN and cuBLAS have faster ones that are not)."""
+    torch.manual_seed(seed)  # the CPU's and every GPU's generator
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
 
 
 def warmup_length(requested: int, total_steps: int, log=print) -> int:
@@ -143,6 +154,8 @@ def plan(args, strategy, train: TensorDataset) -> TrainingRun:
 def build(run: TrainingRun, train: TensorDataset, classes: int) -> None:
     """The model (counted and measured first), its wrapper, optimizer, schedule and data."""
     args, strategy = run.args, run.strategy
+    run.warmup_steps = warmup_length(args.warmup_steps, run.max_steps, run.log)
+    seed_everything(args.seed, args.deterministic)
     bare = build_model(args, classes).to(strategy.device)
     run.parameters = sum(w.numel() for w in bare.parameters())
     run.tokens_per_example = train.tensors[1][0].numel()
@@ -150,7 +163,6 @@ def build(run: TrainingRun, train: TensorDataset, classes: int) -> None:
     run.peak_flops = peak_flops(args, strategy.device, strategy.precision, run.log)
     run.model = strategy.wrap(bare)
     run.optimizer = build_optimizer(args, run.model, run.lr)
-    run.warmup_steps = warmup_length(args.warmup_steps, run.max_steps, run.log)
     run.scheduler = warmup(run.optimizer, run.warmup_steps)
     run.sampler = ResumableSampler(
         train, run.world_size, run.rank, shuffle=True, seed=args.seed, drop_last=True
