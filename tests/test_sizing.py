@@ -87,6 +87,9 @@ def test_the_gpus_peaks_are_the_recipes():
     names = {
         "T4": "Tesla T4",
         "L4": "NVIDIA L4",
+        "A10": "NVIDIA A10",
+        "L40S": "NVIDIA L40S",
+        "H100 PCIe": "NVIDIA H100 PCIe",
         "A100 40GB": "NVIDIA A100-SXM4-40GB",
         "A100 80GB": "NVIDIA A100-SXM4-80GB",
         "H100 SXM": "NVIDIA H100 80GB HBM3",

@@ -55,8 +55,11 @@ BYTES_PER_PARAMETER = {
 GPUS = {
     "T4": {"memory_gb": 16, "bf16": None, "fp32": 8.1e12, "fp16": 65e12},
     "L4": {"memory_gb": 24, "bf16": 121e12, "fp32": 30.3e12, "fp16": 121e12},
+    "A10": {"memory_gb": 24, "bf16": 125e12, "fp32": 31.2e12, "fp16": 125e12},
+    "L40S": {"memory_gb": 48, "bf16": 362e12, "fp32": 91.6e12, "fp16": 362e12},
     "A100 40GB": {"memory_gb": 40, "bf16": 312e12, "fp32": 19.5e12, "fp16": 312e12},
     "A100 80GB": {"memory_gb": 80, "bf16": 312e12, "fp32": 19.5e12, "fp16": 312e12},
+    "H100 PCIe": {"memory_gb": 80, "bf16": 756e12, "fp32": 51e12, "fp16": 756e12},
     "H100 SXM": {"memory_gb": 80, "bf16": 989e12, "fp32": 67e12, "fp16": 989e12},
     "H200 SXM": {"memory_gb": 141, "bf16": 989e12, "fp32": 67e12, "fp16": 989e12},
 }
