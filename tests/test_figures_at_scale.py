@@ -132,3 +132,19 @@ def test_compute_and_communication_has_a_panel_per_case_with_two_lines():
     flat = figure.axes[0].get_lines()[1].get_ydata()
     assert list(flat) == [3, 3, 3] and figure.axes[0].get_xlabel() == "batch per device (tokens)"
     assert list(figure.axes[0].get_lines()[2].get_xdata()) == [3, 3]  # where they cross
+
+
+def test_the_collective_sequence_draws_one_box_a_call_in_order():
+    """Chapter 15's figure: a box per collective, numbered in the order they ran, named by
+    the unit the elements belong to (or their count); a step with none is an error."""
+    import matplotlib.pyplot as plt
+
+    from utils.figures_at_scale import draw_collective_sequence
+
+    calls = [["all-gather", 30], ["all-gather", 100], ["reduce-scatter", 7]]
+    figure = draw_collective_sequence(calls, {30: "the root", 100: "a block"})
+    texts = [t.get_text() for t in figure.axes[0].texts if t.get_text()]
+    assert texts == ["1. all-gather\nthe root", "2. all-gather\na block", "3. reduce-scatter\n7"]
+    plt.close(figure)
+    with pytest.raises(ValueError, match="the step called no collective"):
+        draw_collective_sequence([], {})

@@ -20,6 +20,7 @@ from PIL import Image
 
 from utils.figures_appendix import draw_funnel_and_ring
 from utils.figures_at_scale import (
+    draw_collective_sequence,
     draw_device_mesh,
     draw_zero_holdings,
     plot_against_length,
@@ -166,6 +167,10 @@ FIGURES = {
         },
         {"weights": 2, "gradients": 2, "optimizer state": 12},
         devices=4,
+    ),
+    "draw_collective_sequence": lambda: draw_collective_sequence(
+        [["all-gather", 30], *[["all-gather", 100]] * 3, ["reduce-scatter", 100]],
+        {30: "the root", 100: "a block"},
     ),
     "draw_device_mesh": lambda: draw_device_mesh(
         ["CpuDevice(id=0)", "CpuDevice(id=1)"],

@@ -32,6 +32,7 @@ _HOMES = {
     "draw_tf_config": "utils.figures_processes_and_machines",
     "draw_torchrun_launch": "utils.figures_processes_and_machines",
     "draw_zero_holdings": "utils.figures_at_scale",
+    "draw_collective_sequence": "utils.figures_at_scale",
     "draw_device_mesh": "utils.figures_at_scale",
     "plot_step_timeline": "utils.figures_at_scale",
     "plot_against_length": "utils.figures_at_scale",

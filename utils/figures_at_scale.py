@@ -11,8 +11,12 @@ import numpy as np
 from matplotlib.colors import to_rgb
 
 from utils.figures_common import (
+    ARROW,
+    BLUE,
     DEVICE_HUES,
     GREY,
+    ORANGE,
+    box,
 )
 
 
@@ -198,6 +202,32 @@ def draw_device_mesh(
     figure.suptitle(
         f"What each device holds: a DeviceMesh of {n} along {axis_name!r}", fontsize=10
     )
+    return figure
+
+
+def draw_collective_sequence(calls: Sequence[Sequence], units: Mapping[int, str]):
+    """One step's collectives in the order they ran, four a row, each with its kind and the
+    unit of sharding it moved; returns the figure.
+
+    Introduced in chapter 15. `calls` holds (kind, elements) pairs, as
+    `utils.pytorch_ddp.collectives` returns them; `units` maps a unit's element count to
+    its name (a count not in it is shown as the count)."""
+    if not calls:
+        raise ValueError("draw_collective_sequence: the step called no collective.")
+    colours = {"all-gather": BLUE, "reduce-scatter": ORANGE}
+    per_row = 4
+    rows = -(-len(calls) // per_row)
+    figure, axis = plt.subplots(figsize=(6.2, 1.05 * rows + 0.5))
+    axis.set(xlim=(-0.6, per_row - 0.4), ylim=(-1.05 * (rows - 1) - 0.5, 0.5))
+    axis.axis("off")
+    for position, (kind, elements) in enumerate(calls):
+        column, row = position % per_row, position // per_row
+        label = f"{position + 1}. {kind}\n{units.get(elements, f'{elements:,}')}"
+        box(axis, column, -1.05 * row, label, colours.get(kind, GREY), fontsize=9)
+        if column:
+            start, end = (column - 0.55, -1.05 * row), (column - 0.45, -1.05 * row)
+            axis.annotate("", xy=end, xytext=start, arrowprops=ARROW)
+    figure.tight_layout()
     return figure
 
 
