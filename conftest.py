@@ -185,7 +185,7 @@ def failure_message(what: str, knobs: str, error: dict) -> str:
 
 
 # how the test ids of the chapters and of their papermill runs begin
-CHAPTERS, PAPERMILL_RUNS = "chapters/", "tests/test_knobs.py"
+CHAPTERS, PAPERMILL_RUNS = "chapters/", "tests/book/test_knobs.py"
 
 
 def _runs_notebooks(item) -> bool:
@@ -251,7 +251,7 @@ def _part(nodeid: str) -> str:
         if nodeid.endswith("Run all again, other knobs"):
             return "chapters, run again with other knobs"
         return "chapters (nbval)"
-    if nodeid.startswith("tests/test_rendered_book.py"):
+    if nodeid.startswith("tests/book/test_rendered_book.py"):
         return "book build and browser"
     if nodeid.startswith(PAPERMILL_RUNS):
         return "chapters with other knobs (papermill)"

@@ -21,7 +21,7 @@ NOTEBOOKS = sorted(p.relative_to(ROOT) for p in (ROOT / "chapters").glob("*.ipyn
 
 #: Chapters whose lessons are PyTorch: their setup starts PyTorch, not TensorFlow. CI's run
 #: with Colab's versions leaves them out (.ci/run, step 3), so they import no TensorFlow,
-#: Keras or JAX (tests/test_suite.py).
+#: Keras or JAX (tests/suite/test_suite.py).
 PYTORCH_CHAPTERS = [
     "06_pytorch_dp_ddp",
     "09_processes_and_machines",

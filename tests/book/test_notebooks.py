@@ -108,7 +108,7 @@ def test_notebooks_keep_only_what_the_book_needs(path):
     assert "hide-input" in cells[0]["metadata"].get("tags", [])
 
 
-LONGEST_CODE_LINE = 88  # what the theme shows unscrolled (tests/test_rendered_book.py)
+LONGEST_CODE_LINE = 88  # what the theme shows unscrolled (tests/book/test_rendered_book.py)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)

@@ -44,14 +44,14 @@ def _collected(*args: str) -> str:
 def test_the_full_proof_is_behind_one_switch():
     """Without --full, the tests marked `full` are left out and a chapter runs once; with
     it, they run and each chapter is followed by its second run with other knobs."""
-    paths = ("tests/test_knobs.py", "chapters/02_simulating_devices.ipynb")
+    paths = ("tests/book/test_knobs.py", "chapters/02_simulating_devices.ipynb")
     check = _collected(*paths)
     assert "test_knobs.py" not in check and "Run all again" not in check
     assert "02_simulating_devices.ipynb::Cell 0" in check and "deselected" in check
     full = _collected("--full", *paths)
     assert "test_chapter_holds_with_other_knob_values" in full
     assert "02_simulating_devices.ipynb::Run all again, other knobs" in full
-    only_proof = _collected("--full", "-m", "full or chapter", *paths, "tests/test_suite.py")
+    only_proof = _collected("--full", "-m", "full or chapter", *paths, "tests/suite/test_suite.py")
     assert "test_suite.py" not in only_proof and "Run all again" in only_proof
 
 
@@ -72,11 +72,11 @@ def test_nbvals_kernels_start_and_stop_without_a_heartbeat():
 
 def test_the_long_files_are_handed_out_first():
     """Chapters and the files of tests marked `full` come before the short unit tests."""
-    long_files = ("tests/test_gpu_evidence.py", "chapters/02_simulating_devices.ipynb")
-    listing = _collected("--full", "tests/test_suite.py", *long_files).splitlines()
+    long_files = ("tests/tools/test_gpu_evidence.py", "chapters/02_simulating_devices.ipynb")
+    listing = _collected("--full", "tests/suite/test_suite.py", *long_files).splitlines()
     files = [line.split("::")[0] for line in listing if "::" in line]
     last_long = max(index for index, path in enumerate(files) if path in long_files)
-    assert last_long < files.index("tests/test_suite.py")
+    assert last_long < files.index("tests/suite/test_suite.py")
 
 
 @pytest.mark.parametrize(
