@@ -128,6 +128,19 @@ def import_chapter_files(notebook, folder, monkeypatch):
     return importlib.import_module
 
 
+def random_digits(count: int, seed: int):
+    """`count` random 28x28 images and labels as float64 NCHW tensors (utils.pytorch_ddp's
+    `to_tensors`), for the DDP workers of chapters 6 and 13."""
+    import numpy as np
+    import torch
+
+    from utils.pytorch_ddp import to_tensors
+
+    rng = np.random.default_rng(seed)
+    images = rng.random((count, 28, 28, 1), dtype=np.float32)
+    return to_tensors(images, rng.integers(0, 10, count), dtype=torch.float64)
+
+
 def toc_pages() -> list[str]:
     """The pages `_toc.yml` lists after the root, in order, through its parts."""
     import yaml

@@ -1,22 +1,24 @@
-"""utils.pytorch_ddp: the model, the devices and run_ranks' errors; the DDP workers chapters 6
-and 13 write on their pages (2 CPU processes == one process); chapter 9's programs, which
-stand alone and build the same model. Chapter 19's straggler_worker and mismatch_worker are
-asserted in the chapter's own cells (under nbval, and again in its second run)."""
+"""utils.pytorch_ddp: the model and its tensors, the devices, the batches of a step, the
+collectives the profiler records, and run_ranks: what it returns and how it fails. The DDP
+workers chapters 6 and 13 write, and chapter 9's programs, are their chapters' tests
+(tests/chapters/)."""
 
-import ast
-import json
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-import torch.multiprocessing as mp
 
-from tests.helpers import import_chapter_files, stderr_lines_started_alone
-from tools.format_written import write_chapter_files
-from utils.ddp_reference import ddp_device, train_one_process
-from utils.launch import free_ports
-from utils.pytorch_ddp import make_model, run_ranks, to_tensors
+from utils.ddp_reference import ddp_device
+from utils.pytorch_ddp import (
+    collectives,
+    make_model,
+    rank_part,
+    run_ranks,
+    step_batches,
+    to_tensors,
+)
 
 
 def test_model_is_seeded_and_shapes_match_the_tf_model():
@@ -29,6 +31,41 @@ def test_model_is_seeded_and_shapes_match_the_tf_model():
 def test_to_tensors_makes_nchw():
     data = to_tensors(np.zeros((3, 28, 28, 1), np.float32), np.array([1, 2, 3]))
     assert data.tensors[0].shape == (3, 1, 28, 28) and data.tensors[1].dtype == torch.int64
+
+
+def test_batches_are_consecutive_and_split_equally():
+    batches = step_batches(10, 4, 2)
+    assert [b.tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert rank_part(batches[1], 1, 2).tolist() == [6, 7]
+    with pytest.raises(ValueError, match="need 12 examples, and there are 10"):
+        step_batches(10, 4, 3)
+    with pytest.raises(ValueError, match="does not split into 3 equal parts"):
+        rank_part(batches[0], 0, 3)
+
+
+def test_collectives_are_read_with_the_size_of_the_whole_tensor():
+    def event(name, *shapes):
+        return SimpleNamespace(name=name, input_shapes=list(shapes))
+
+    events = [
+        event("c10d::_allgather_base_", [8], [4], []),
+        event("gloo:all_gather", [4]),
+        event("c10d::_reduce_scatter_base_", [4], [8], []),
+        event("gloo:all_reduce", [8]),  # gloo's work inside the reduce-scatter
+        event("c10d::allreduce_", [], []),
+        event("gloo:all_reduce", [12]),
+        event("c10d::allreduce_", [], []),  # gloo's thread starts it after the next one
+        event("c10d::allreduce_", [], []),
+        event("gloo:all_reduce", [5]),
+        event("gloo:all_reduce", [3]),
+    ]
+    assert collectives(events) == [
+        ("all-gather", 8),
+        ("reduce-scatter", 8),
+        ("all-reduce", 12),
+        ("all-reduce", 5),
+        ("all-reduce", 3),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -66,106 +103,6 @@ def test_ddp_device_counts_the_gpus_this_process_sees(monkeypatch):
 def test_ddp_device_rejects_a_rank_outside_the_group(rank, ranks, match):
     with pytest.raises(ValueError, match=match):
         ddp_device(rank, ranks)
-
-
-def _chapter_module(chapter, name, folder, monkeypatch):
-    """The module that `chapter` writes as `name`.py."""
-    return import_chapter_files(f"chapters/{chapter}.ipynb", folder, monkeypatch)(name)
-
-
-def _random_digits(count, seed):
-    rng = np.random.default_rng(seed)
-    images = rng.random((count, 28, 28, 1), dtype=np.float32)
-    return to_tensors(images, rng.integers(0, 10, count), dtype=torch.float64)
-
-
-def test_chapter6_ddp_worker_on_two_cpu_processes_equals_one_process(tmp_path, monkeypatch):
-    worker = _chapter_module("06_pytorch_dp_ddp", "ddp_worker", tmp_path, monkeypatch)
-    data, out = _random_digits(96, seed=0), tmp_path / "run"
-    out.mkdir()
-    args = (2, data, str(out), 2, 8, 0.1, 0, "float64")
-    mp.spawn(worker.ddp_worker, args=args, nprocs=2, join=True)
-    ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
-    single = train_one_process(
-        data, world_size=2, per_rank_batch=8, epochs=2, lr=0.1, seed=0, dtype=torch.float64
-    ).state_dict()
-    for name in single:
-        assert torch.equal(ranks[0][name], ranks[1][name]), name  # bit-identical ranks
-        assert (ranks[0][name] - single[name]).abs().max() < 1e-12, name
-    report = json.loads((out / "rank0.json").read_text())
-    assert report["steps_per_epoch"] == 6 and len(report["epoch_seconds"]) == 2
-    assert (report["device"], report["backend"]) == ("cpu", "gloo")  # no GPU here
-
-
-def test_chapter13_no_sync_accumulation_equals_one_process_with_larger_batches(
-    tmp_path, monkeypatch
-):
-    """2 ranks x 2 micro-batches of 4, accumulated under no_sync() == 1 process, batches of
-    16; the ninth micro-batch of a rank (an incomplete step) changes nothing."""
-    worker = _chapter_module("13_precision_and_accumulation", "accumulate", tmp_path, monkeypatch)
-    data = _random_digits(72, seed=1)
-    args = (2, free_ports(1)[0], data, str(tmp_path), 4, 2, 0.1)
-    mp.spawn(worker.accumulating_worker, args=args, nprocs=2, join=True)
-    accumulated = torch.load(tmp_path / "rank0.pt")
-    single = train_one_process(
-        data, world_size=2, per_rank_batch=8, epochs=1, lr=0.1, seed=0, dtype=torch.float64
-    ).state_dict()
-    assert all((accumulated[k] - single[k]).abs().max() < 1e-12 for k in single)
-
-
-#: Chapter 9's programs for servers: a reader copies each alone, so it imports nothing from
-#: the book, and it builds the book's model and data itself.
-CHAPTER9_PROGRAMS = ["ddp_train.py", "accelerate_train.py"]
-
-
-@pytest.fixture(scope="module")
-def chapter9_programs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("chapter9")
-    return write_chapter_files("chapters/09_processes_and_machines.ipynb", folder)
-
-
-@pytest.mark.parametrize("name", CHAPTER9_PROGRAMS)
-def test_chapter9_programs_import_nothing_from_the_book(chapter9_programs, name):
-    text = chapter9_programs[name].read_text()
-    imported = {
-        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert imported.isdisjoint({"utils", "tools", "recipes", "tests"}), imported
-    assert "PYTHONPATH" not in text  # it runs from any folder
-
-
-@pytest.mark.parametrize("name", CHAPTER9_PROGRAMS)
-def test_chapter9_programs_build_the_book_s_model_and_data(chapter9_programs, name):
-    """The program's make_model and to_tensors (its imports and definitions run alone, not
-    its training) give utils.pytorch_ddp's layers, initial weights and tensors."""
-    tree = ast.parse(chapter9_programs[name].read_text())
-    kept = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
-    tree.body = [node for node in tree.body if isinstance(node, kept)]
-    program = {}
-    exec(compile(tree, name, "exec"), program)
-    for seed, dtype in [(0, torch.float32), (0, torch.float64), (3, torch.float32)]:
-        theirs, ours = program["make_model"](seed, dtype), make_model(seed, dtype)
-        assert repr(theirs) == repr(ours.layers)  # the same layers, in the same order
-        weights = zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True)
-        assert all(torch.equal(a, b) for a, b in weights)
-    rng = np.random.default_rng(0)
-    images, labels = rng.random((5, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 5)
-    theirs = program["to_tensors"](images, labels, dtype=torch.float64).tensors
-    ours = to_tensors(images, labels, dtype=torch.float64).tensors
-    assert all(torch.equal(a, b) and a.is_contiguous() for a, b in zip(theirs, ours))
-
-
-def test_chapter9s_program_started_without_torchrun_says_how_in_one_line(chapter9_programs):
-    """`python ddp_train.py ...`, what a newcomer types first: one line, no traceback."""
-    program = chapter9_programs["ddp_train.py"]
-    flags = ("--data", "digits.npz", "--out", "run")
-    assert stderr_lines_started_alone(program, *flags, cwd=program.parent) == (
-        1,
-        ["Start it with torchrun: the command is at the top of ddp_train.py"],
-    )
 
 
 def _fails_on_rank_one(rank):
