@@ -88,7 +88,7 @@ def stderr_lines_started_alone(program, *arguments, cwd) -> tuple[int, list[str]
 def count_nvidia_gpus(run=subprocess.run) -> int:
     """How many NVIDIA GPUs `nvidia-smi -L` lists; 0 when there is no driver or no GPU.
 
-    Asked once per process (conftest.py needs it twice); `run` replaces `subprocess.run`
+    Asked once per process (the suite's two plugins both ask); `run` replaces `subprocess.run`
     in tests, each with its own cached answer."""
     try:
         listing = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)

@@ -1,5 +1,5 @@
 """The book's output policy: how a re-run chapter's printed output is compared with the
-committed one. Declared here once; conftest.py makes nbval use it.
+committed one. Declared here once; tests/nbval_policy.py makes nbval use it.
 
 Committed outputs come from one machine; readers re-run them on other CPUs, thread counts,
 kernel libraries and library versions, where float results differ in their last digits.

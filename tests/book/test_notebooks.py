@@ -63,7 +63,8 @@ def test_skeleton_and_parameters(path):
         for name in ast.walk(node.targets[0])
         if isinstance(name, ast.Name)
     }
-    other = OTHER_KNOBS.get(path.stem)  # the second "Run all" turns these (conftest.RunAllAgain)
+    # the second "Run all" turns these (tests.nbval_policy.RunAllAgain)
+    other = OTHER_KNOBS.get(path.stem)
     assert other, f"give {path.stem} other knob values in tests/other_knobs.py"
     assert set(other) <= knobs, f"{set(other) - knobs} are not knobs of {path.stem}"
 

@@ -54,7 +54,7 @@ def test_gpu_machines_are_detected_for_nbval_lax_mode(behaviour, expected):
 
 
 def test_the_suite_keeps_temporary_files_in_one_folder_it_removes(monkeypatch):
-    assert Path(os.environ["TMPDIR"]).name.startswith("book-tests-")  # set by conftest.py
+    assert Path(os.environ["TMPDIR"]).name.startswith("book-tests-")  # set by tests/run_policy.py
     monkeypatch.setenv("TMPDIR", os.environ["TMPDIR"])  # put back after this test
     cleanups = []
     folder = Path(temporary_files_in_one_folder(SimpleNamespace(add_cleanup=cleanups.append)))

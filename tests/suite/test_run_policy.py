@@ -1,5 +1,5 @@
-"""conftest.py: what a failed second run of a chapter reports, the two tiers, and the
-cores each test worker's processes use."""
+"""tests/run_policy.py, how the suite runs: the two tiers, the order files are handed out in,
+and the cores each test worker's processes use."""
 
 import os
 import subprocess
@@ -8,25 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-import conftest
-from conftest import failure_message
+from tests import run_policy
 from tests.helpers import ROOT
-
-
-def test_a_failed_second_run_shows_the_failing_line_without_colour_codes():
-    error = {
-        "ename": "AssertionError",
-        "evalue": "",  # a bare `assert` has no message
-        "traceback": [
-            "\x1b[0;31m----> 2\x1b[0m assert rate > 3",
-            "\x1b[0;31mAssertionError\x1b[0m: ",
-        ],
-    }
-    message = failure_message("code cell 4", "EPOCHS = 1", error)
-    assert message == (
-        "code cell 4 failed when run again with 'EPOCHS = 1':\n"
-        "----> 2 assert rate > 3\nAssertionError: "
-    )
 
 
 def _collected(*args: str) -> str:
@@ -55,21 +38,6 @@ def test_the_full_proof_is_behind_one_switch():
     assert "test_suite.py" not in only_proof and "Run all again" in only_proof
 
 
-def test_nbvals_kernels_start_and_stop_without_a_heartbeat():
-    """The kernels the tests start beat no heart (conftest._NoHeartbeat): nbval's kernel
-    answers, and stopping its channels cannot wait on a heartbeat thread."""
-    from nbval import kernel
-
-    manager, client = kernel.start_new_kernel(kernel_name="python3")
-    try:
-        assert not client.hb_channel.is_alive() and client.is_alive()
-        client.execute("1 + 1")
-        assert client.get_shell_msg(timeout=60)["content"]["status"] == "ok"
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-
-
 def test_the_long_files_are_handed_out_first():
     """Chapters and the files of tests marked `full` come before the short unit tests."""
     long_files = ("tests/tools/test_gpu_evidence.py", "chapters/02_simulating_devices.ipynb")
@@ -93,33 +61,5 @@ def test_each_worker_takes_its_share_of_the_cores(monkeypatch, workercount, pres
     config = SimpleNamespace()
     if workercount is not None:
         config.workerinput = {"workercount": workercount}
-    conftest.share_the_cores(config)
+    run_policy.share_the_cores(config)
     assert os.environ.get("OMP_NUM_THREADS") == expected
-
-
-def test_a_kernel_that_dies_at_start_is_started_again_and_says_why(monkeypatch):
-    """nbval's kernel start with the kernel's stderr kept: one failed start is retried;
-    two raise with what the kernel printed both times."""
-    starts = []
-
-    def dies_first(*args, stderr, **kwargs):
-        starts.append(1)
-        if len(starts) == 1:
-            stderr.write("Fatal Python error: the first start\n")
-            stderr.flush()
-            raise RuntimeError("Kernel died before replying to kernel_info")
-        return "manager", "client"
-
-    monkeypatch.setattr(conftest, "_nbval_start_new_kernel", dies_first)
-    assert conftest._start_new_kernel_alone(startup_timeout=60) == ("manager", "client")
-    assert len(starts) == 2
-
-    def always_dies(*args, stderr, **kwargs):
-        stderr.write("MemoryError while importing\n")
-        stderr.flush()
-        raise RuntimeError("Kernel died before replying to kernel_info")
-
-    monkeypatch.setattr(conftest, "_nbval_start_new_kernel", always_dies)
-    with pytest.raises(RuntimeError, match="did not start twice") as failure:
-        conftest._start_new_kernel_alone(startup_timeout=60)
-    assert str(failure.value).count("MemoryError while importing") == 2
