@@ -1,5 +1,5 @@
 // The calculator of the page "Before you rent GPUs" (before_you_rent_gpus.md). Its formulas
-// are utils/sizing.py's, written again here; tests/test_rendered_book.py drives this page in
+// are utils/sizing.py's, written again here; tests/book/test_rendered_book.py drives this page in
 // Chromium and checks its numbers, presets, labels and messages against the Python ones.
 // Plain JavaScript, no network: it runs on any page with an element of id "gpu-calculator".
 (function () {

@@ -21,7 +21,7 @@ NOTEBOOKS = sorted(p.relative_to(ROOT) for p in (ROOT / "chapters").glob("*.ipyn
 
 #: Chapters whose lessons are PyTorch: their setup starts PyTorch, not TensorFlow. CI's run
 #: with Colab's versions leaves them out (.ci/run, step 3), so they import no TensorFlow,
-#: Keras or JAX (tests/test_suite.py).
+#: Keras or JAX (tests/suite/test_suite.py).
 PYTORCH_CHAPTERS = [
     "06_pytorch_dp_ddp",
     "09_processes_and_machines",
@@ -88,7 +88,7 @@ def stderr_lines_started_alone(program, *arguments, cwd) -> tuple[int, list[str]
 def count_nvidia_gpus(run=subprocess.run) -> int:
     """How many NVIDIA GPUs `nvidia-smi -L` lists; 0 when there is no driver or no GPU.
 
-    Asked once per process (conftest.py needs it twice); `run` replaces `subprocess.run`
+    Asked once per process (the suite's two plugins both ask); `run` replaces `subprocess.run`
     in tests, each with its own cached answer."""
     try:
         listing = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
@@ -126,6 +126,19 @@ def import_chapter_files(notebook, folder, monkeypatch):
     for name in names:
         monkeypatch.delitem(sys.modules, name.removesuffix(".py"), raising=False)
     return importlib.import_module
+
+
+def random_digits(count: int, seed: int):
+    """`count` random 28x28 images and labels as float64 NCHW tensors (utils.pytorch_ddp's
+    `to_tensors`), for the DDP workers of chapters 6 and 13."""
+    import numpy as np
+    import torch
+
+    from utils.pytorch_ddp import to_tensors
+
+    rng = np.random.default_rng(seed)
+    images = rng.random((count, 28, 28, 1), dtype=np.float32)
+    return to_tensors(images, rng.integers(0, 10, count), dtype=torch.float64)
 
 
 def toc_pages() -> list[str]:

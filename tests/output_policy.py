@@ -1,5 +1,5 @@
 """The book's output policy: how a re-run chapter's printed output is compared with the
-committed one. Declared here once; conftest.py makes nbval use it.
+committed one. Declared here once; tests/nbval_policy.py makes nbval use it.
 
 Committed outputs come from one machine; readers re-run them on other CPUs, thread counts,
 kernel libraries and library versions, where float results differ in their last digits.
@@ -25,13 +25,13 @@ Exactness is the assertion's job. A cell that claims a bound rather than an exac
 asserts: there a printed zero is a difference like any other, and any two differences at
 most that bound are the same finding ("below the bound"), whatever each machine's rounding
 printed (0e+00 with TensorFlow's own kernels, 4e-06 with oneDNN's). Without it, a printed
-zero is compared exactly, and the cell asserts `== 0` (tests/test_notebooks.py checks that
+zero is compared exactly, and the cell asserts `== 0` (tests/book/test_notebooks.py checks that
 each printed zero is one or the other). The bound applies to every difference the cell
 prints, so each of them is asserted: below the bound, exactly, or far above it.
 
 Each tolerance is the largest variation measured between real runs of the chapters
 (`python -m tools.output_variation`: 1, 2 and 8 threads, oneDNN's kernels on and off,
-Colab's library versions), rounded up; tests/test_output_policy.py holds those
+Colab's library versions), rounded up; tests/suite/test_output_policy.py holds those
 measurements and the regressions that must still fail. What a chapter claims is asserted
 in its own cells; this comparison keeps the printed numbers honest.
 """

@@ -9,7 +9,7 @@ minute (a figure counts as 10 lines), rounded to 5 minutes. The book's Markdown 
 read the same way: their prose, their code blocks and the lines a `literalinclude` shows
 (as Sphinx selects them; one of `:language: text`, a program's printout, counts as
 output); a page that states a time, in its opening (before its first section), must state
-this one. tests/test_chapter_costs.py checks both.
+this one. tests/book/test_chapter_costs.py checks both.
 """
 
 from __future__ import annotations

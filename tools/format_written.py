@@ -5,7 +5,7 @@
 ruff does not read a cell that starts with a magic, so the programs and workers the
 chapters write with `%%writefile NAME` (and add to with `%%writefile -a NAME`) would escape
 it. This sorts each such cell's imports and formats its code with the chapters' settings;
-tests/test_style.py checks the written files with the same `ruff_settings`.
+tests/book/test_style.py checks the written files with the same `ruff_settings`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ notebook from its own folder, as nbval and Colab do. Afterwards the stderr strea
 dropped: they hold TensorFlow's log lines with timestamps and thread ids, which change on
 every run, and the book shows none of them (myst-nb's `output_stderr: remove`; nbval does
 not compare them). What is left is what a reader sees, so re-running a chapter changes only
-that. tests/test_notebooks.py checks every chapter for it.
+that. tests/book/test_notebooks.py checks every chapter for it.
 """
 
 from __future__ import annotations

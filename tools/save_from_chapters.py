@@ -6,7 +6,7 @@
 d2l's way: a chapter writes the functions it teaches in its own cells, and a code cell whose
 first line is `# @save` is also saved, in order, into that chapter's module (`SAVED`), where
 the tests and later chapters import it. The module is never edited by hand: edit the
-chapter, re-run it, then run this command. tests/test_save_from_chapters.py fails when a
+chapter, re-run it, then run this command. tests/tools/test_save_from_chapters.py fails when a
 module and its chapter differ.
 """
 
@@ -28,7 +28,7 @@ from utils.launch import REPOSITORY
 MARK = "# @save"
 
 #: chapter -> (module in utils, its docstring's first line, the imports its saved cells
-#: take from the chapter's setup cell: ruff's F401/F821 in tests/test_style.py catch a
+#: take from the chapter's setup cell: ruff's F401/F821 in tests/book/test_style.py catch a
 #: name missing from this list, or one listed and unused)
 SAVED: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "04_custom_loops": (

@@ -4,8 +4,8 @@
 
 Rewrites the one place the repository is named (`_config.yml`: the launch and repository
 buttons) and what is derived from it in every chapter: the Colab badge and the setup cell's
-`repository` line (the URL it clones). tests/test_toc_and_config.py and
-tests/test_notebooks.py check that they agree.
+`repository` line (the URL it clones). tests/book/test_toc_and_config.py and
+tests/book/test_notebooks.py check that they agree.
 """
 
 from __future__ import annotations

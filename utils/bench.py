@@ -108,7 +108,7 @@ def _fit_blocks(strategy, data, steps: int) -> Callable[[], float]:
 def make_custom_step(strategy, model, optimizer, global_batch: int) -> Callable:
     """The custom-loop step that the benchmark times: chapter 4's `make_distributed_step`
     without metrics, kept here so that editing chapter 4 cannot change chapter 7's numbers
-    (tests/test_bench.py checks that the two train alike)."""
+    (tests/utils/test_bench.py checks that the two train alike)."""
     import keras
     import tensorflow as tf
 

@@ -1,6 +1,6 @@
 """Before you rent GPUs: the memory, the step time and the cost of a data-parallel run, from
 the book's own formulas (the page before_you_rent_gpus.md; its calculator,
-_static/calculator.js, is written from these functions, and tests/test_rendered_book.py
+_static/calculator.js, is written from these functions, and tests/book/test_rendered_book.py
 checks that the two agree).
 
 - What each GPU holds of weights, gradients and optimizer state under DDP, ZeRO-1, ZeRO-2
@@ -17,8 +17,8 @@ checks that the two agree).
   crosses (chapter 9), S what the collectives send in their dtypes (FSDP's gathers and
   reduce-scatters), and whether it hides behind the backward pass (chapters 17, 18).
 - Published FSDP runs beside it: torchtitan's Llama 3 runs on 8 H100s and 64 A100s
-  (PUBLISHED_RUNS; the page's table is published_table(), tests/test_sizing.py keeps them
-  equal; tests/test_calculator_js.py checks the page's JavaScript on them).
+  (PUBLISHED_RUNS; the page's table is published_table(), tests/utils/test_sizing.py keeps them
+  equal; tests/book/test_calculator_js.py checks the page's JavaScript on them).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ MLP_MATRICES = {"gelu": 2, "swiglu": 3}
 #: width, and per MLP width 2 for GELU (its input and output) or 4 for SwiGLU (gate, up,
 #: their SiLU and product). The book's block, 6.5 + 2 + 2 x 4 = 16.5 widths, is measured
 #: (16.5 to 16.6 at widths 64 to 256 with fused attention); Llama's, 8 + 2 x key-value
-#: width + 4 x MLP width, too (tests/test_sizing.py: torch's RMSNorm keeps more than
+#: width + 4 x MLP width, too (tests/utils/test_sizing.py: torch's RMSNorm keeps more than
 #: LayerNorm).
 BLOCK_WIDTHS = {"gelu": 6.5, "swiglu": 8.0}
 ACTIVATIONS_PER_MLP_WIDTH = {"gelu": 2, "swiglu": 4}

@@ -54,7 +54,7 @@ def test_gpu_machines_are_detected_for_nbval_lax_mode(behaviour, expected):
 
 
 def test_the_suite_keeps_temporary_files_in_one_folder_it_removes(monkeypatch):
-    assert Path(os.environ["TMPDIR"]).name.startswith("book-tests-")  # set by conftest.py
+    assert Path(os.environ["TMPDIR"]).name.startswith("book-tests-")  # set by tests/run_policy.py
     monkeypatch.setenv("TMPDIR", os.environ["TMPDIR"])  # put back after this test
     cleanups = []
     folder = Path(temporary_files_in_one_folder(SimpleNamespace(add_cleanup=cleanups.append)))
@@ -66,10 +66,32 @@ def test_the_suite_keeps_temporary_files_in_one_folder_it_removes(monkeypatch):
 
 
 def test_every_utils_module_has_its_own_test_file():
-    """The tests mirror the package: utils/NAME.py is tested in tests/test_NAME.py."""
+    """The tests mirror the package: utils/NAME.py is tested in tests/utils/test_NAME.py."""
     modules = {p.stem for p in (ROOT / "utils").glob("*.py") if p.stem != "__init__"}
-    missing = sorted(m for m in modules if not (ROOT / "tests" / f"test_{m}.py").exists())
-    assert not missing, f"no tests/test_<module>.py for: {missing}"
+    tests = ROOT / "tests" / "utils"
+    missing = sorted(m for m in modules if not (tests / f"test_{m}.py").exists())
+    assert not missing, f"no tests/utils/test_<module>.py for: {missing}"
+
+
+#: the folders of tests/, by what their tests are about (CONTRIBUTING.md, "How the parts fit")
+GROUPS = {"book", "chapters", "recipes", "suite", "tools", "utils"}
+
+
+def test_every_test_file_is_in_the_group_of_what_it_tests():
+    """No test file lies loose in tests/, each group is a package (so that two files of one
+    name in two groups stay two modules), and a chapter's own tests are named after it:
+    tests/chapters/test_chNN_NAME.py for chapters/NN_NAME.ipynb."""
+    tests = ROOT / "tests"
+    assert not sorted(p.name for p in tests.glob("test_*.py")), "move them into a group"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == GROUPS
+    assert all((tests / group / "__init__.py").exists() for group in GROUPS)
+    chapters = {p.stem for p in (ROOT / "chapters").glob("*.ipynb")}
+    named = {
+        re.sub(r"^ch(?=\d\d_)", "", p.stem.removeprefix("test_"))
+        for p in (tests / "chapters").glob("test_*.py")
+    }
+    assert not named - chapters, f"tests/chapters/ names no chapter: {named - chapters}"
 
 
 def test_colab_s_versions_leave_out_only_chapters_without_their_libraries():

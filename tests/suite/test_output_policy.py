@@ -179,7 +179,8 @@ def test_tolerant_text_is_what_nbval_compares_with():
 
 
 def test_nbval_uses_the_policy(pytestconfig):
-    """conftest.py wraps nbval's sanitizer so that its `!=` comparison follows the policy."""
+    """tests/nbval_policy.py wraps nbval's sanitizer so that its `!=` comparison follows the
+    policy."""
     from nbval.plugin import IPyNbCell
 
     class Parent:

@@ -1,6 +1,6 @@
 """The quick start's three programs: the files under recipes/quickstart/ are what its page
 shows and runs, and they are complete (nothing from the book's `utils`). Its cells train
-each of them; tests/test_notebooks.py and nbval check those."""
+each of them; tests/book/test_notebooks.py and nbval check those."""
 
 import ast
 import os

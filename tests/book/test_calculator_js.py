@@ -1,9 +1,9 @@
 """The calculator of "Before you rent GPUs" (_static/calculator.js) in Chromium, on a bare
-page of its own (no book to build): equal to utils.sizing where tests/test_rendered_book.py
+page of its own (no book to build): equal to utils.sizing where tests/book/test_rendered_book.py
 does not look (what FSDP sends by dtype, how many GPUs FSDP needs, torchtitan's runs of the
 page's table), its answer when nothing fits, and its summary at a phone's width.
 
-Uses Debian's Chromium driven by Playwright, as tests/test_rendered_book.py does: skipped
+Uses Debian's Chromium driven by Playwright, as tests/book/test_rendered_book.py does: skipped
 without it, except in CI (CI set), where it fails."""
 
 import itertools

@@ -63,7 +63,8 @@ def test_skeleton_and_parameters(path):
         for name in ast.walk(node.targets[0])
         if isinstance(name, ast.Name)
     }
-    other = OTHER_KNOBS.get(path.stem)  # the second "Run all" turns these (conftest.RunAllAgain)
+    # the second "Run all" turns these (tests.nbval_policy.RunAllAgain)
+    other = OTHER_KNOBS.get(path.stem)
     assert other, f"give {path.stem} other knob values in tests/other_knobs.py"
     assert set(other) <= knobs, f"{set(other) - knobs} are not knobs of {path.stem}"
 
@@ -108,7 +109,7 @@ def test_notebooks_keep_only_what_the_book_needs(path):
     assert "hide-input" in cells[0]["metadata"].get("tags", [])
 
 
-LONGEST_CODE_LINE = 88  # what the theme shows unscrolled (tests/test_rendered_book.py)
+LONGEST_CODE_LINE = 88  # what the theme shows unscrolled (tests/book/test_rendered_book.py)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=str)

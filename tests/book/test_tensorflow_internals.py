@@ -1,5 +1,5 @@
 """Private TensorFlow internals that the book relies on: a release that moves one fails here
-(utils.devices.all_reduce_method's are checked in tests/test_devices.py)."""
+(utils.devices.all_reduce_method's are checked in tests/utils/test_devices.py)."""
 
 import os
 import subprocess

@@ -1,5 +1,6 @@
 """utils.ddp_reference (saved from chapter 6): the batches DistributedSampler gives each rank,
-and their union, one process's equivalent (the DDP proofs are in test_pytorch_ddp.py)."""
+and their union, one process's equivalent (chapter 6's DDP worker is held equal to it in
+tests/chapters/test_ch06_pytorch_dp_ddp.py)."""
 
 from utils.ddp_reference import global_batches, rank_indices
 

@@ -1,6 +1,6 @@
 """utils.sizing, the formulas of the page "Before you rent GPUs": each against what the
 chapters count and measure (the recipes' transformer, the book's CNN, the recipes' GPU
-peaks), and bad inputs. tests/test_rendered_book.py checks that the page's calculator
+peaks), and bad inputs. tests/book/test_rendered_book.py checks that the page's calculator
 (_static/calculator.js) gives the same numbers in Chromium."""
 
 import json

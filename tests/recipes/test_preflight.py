@@ -3,7 +3,7 @@ alone to a folder and started as a reader starts it (torchrun, 2 CPU processes o
 healthy and with each of chapter 19's server failures injected: a port in use, a wrong
 interface name, a tiny /dev/shm (in a mount namespace of its own, where one is allowed), a
 rank that never joins. Every FAIL line names the section of chapter 19 that explains it.
-Its run through srun is in tests/test_slurm.py. Without --full: the wrong launch's one line,
+Its run through srun is in tests/recipes/test_slurm.py. Without --full: the wrong launch's one line,
 and what rank 0 concludes from made-up ranks (GPUs included), in milliseconds."""
 
 import os

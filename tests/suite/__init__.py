@@ -1,0 +1,1 @@
+"""The suite itself: conftest.py and its plugins, the output policy, CI's commands."""
