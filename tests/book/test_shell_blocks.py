@@ -146,9 +146,26 @@ def test_the_quick_starts_commands_are_the_ones_its_cells_run():
             )
 
 
+#: Commands a test of their own runs as typed, in a fresh folder, and checks what they print.
+RUN_BY_THEIR_TEST = {"python recipes/scaling.py --cpu 2": "tests/recipes/test_scaling.py"}
+
+
 def runnable_elsewhere() -> list[Block]:
-    """Blocks that run on a CPU and that no cell of their page runs."""
-    return [b for b in ALL_BLOCKS if b.mark is None and b.page != "chapters/quick_start.ipynb"]
+    """Blocks that run on a CPU and that neither a cell of their page nor a test of their
+    own runs."""
+    return [
+        b
+        for b in ALL_BLOCKS
+        if b.mark is None
+        and b.page != "chapters/quick_start.ipynb"
+        and not set(b.commands) <= RUN_BY_THEIR_TEST.keys()
+    ]
+
+
+def test_a_block_left_to_its_own_test_is_on_its_page():
+    shown = {command for block in ALL_BLOCKS for command in block.commands}
+    for command, test in RUN_BY_THEIR_TEST.items():
+        assert command in shown and (ROOT / test).is_file(), (command, test)
 
 
 @pytest.mark.full
