@@ -50,7 +50,7 @@ TORCH_TINY = (
     "--epochs 2 --limit-examples 512 --batch-per-device 8 --lr 0.05 --base-batch 16 "
     "--warmup-steps 5 --num-workers 1 --log-every 1 --seed 3 --deterministic"
 ).split()  # 28 steps per epoch
-TF_TINY = "--epochs 3 --batch-per-replica 16 --limit-examples 512 --warmup-steps 2".split()
+TF_TINY = "--epochs 3 --batch-per-device 16 --limit-examples 512 --warmup-steps 2".split()
 #: The interruptions are sent at the first step (what the PyTorch recipes log there), so that
 #: a loaded machine cannot finish the run first: the preempted job's first save, at the end
 #: of epoch 1 at the latest, takes SLOW_SAVE_S seconds, so its stop lands mid-run (a requeue
