@@ -15,10 +15,10 @@ from tests.helpers import ROOT
 pytestmark = pytest.mark.full  # fresh kernels on other device counts: the full proof
 
 CASES = {
-    "chapter 3, 2 epochs of 64 per replica": (
+    "chapter 3, 2 epochs of 64 per device": (
         "03_mirrored_fit",
         2,
-        {"EPOCHS": 2, "PER_REPLICA_BATCH": 64},
+        {"EPOCHS": 2, "BATCH_PER_DEVICE": 64},
     ),
     "chapter 4, 1 epoch on 4 devices": ("04_custom_loops", 4, {"EPOCHS": 1}),
     "chapter 5, 1 epoch on 8 devices": ("05_data_parallel_by_hand", 8, {"EPOCHS": 1}),
