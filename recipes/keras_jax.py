@@ -71,7 +71,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     return check_args(
         args,
-        ("epochs", "batch_per_replica", "base_batch", "cpu_devices"),
+        ("epochs", "batch_per_device", "base_batch", "cpu_devices"),
         (
             args.coordinator and (args.num_processes is None or args.process_id is None),
             "--coordinator needs --num-processes and --process-id too.",
@@ -132,13 +132,13 @@ def main(argv=None) -> None:
     import tensorflow as tf
 
     replicas = len(devices)
-    global_batch = args.batch_per_replica * replicas
+    global_batch = args.batch_per_device * replicas
     if global_batch > len(x_train) or replicas > len(x_test):
         raise SystemExit(
-            f"The global batch ({args.batch_per_replica} per replica x {replicas} devices "
+            f"The global batch ({args.batch_per_device} per device x {replicas} devices "
             f"= {global_batch}) needs at least as many training examples ({len(x_train)}), "
             f"and the {len(x_test)} test examples at least one per device: lower "
-            "--batch-per-replica or give more data."
+            "--batch-per-device or give more data."
         )
     # the test set in whole batches that every device gets an equal slice of
     test_batch = min(global_batch, len(x_test)) // replicas * replicas

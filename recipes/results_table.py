@@ -116,9 +116,9 @@ def read_runs(paths: list[str]) -> list[dict]:
 def _group(run: dict) -> tuple:
     """Runs that scale against each other: same recipe, model and its size (weights),
     device type, precision and per-device batch."""
-    per_device_batch = run["global_batch"] // max(run["devices"], 1)
+    batch_per_device = run["global_batch"] // max(run["devices"], 1)
     model = run["model"], run["weights"]
-    return run["recipe"], model, run["device_type"], run["precision"], per_device_batch
+    return run["recipe"], model, run["device_type"], run["precision"], batch_per_device
 
 
 def add_efficiency(runs: list[dict]) -> None:

@@ -33,7 +33,7 @@ def base_parser(doc: str, out: str, out_help: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
     parser.add_argument("--epochs", type=int, default=5, help="passes over the data")
     parser.add_argument(
-        "--batch-per-replica", type=int, default=64, help="x replicas = the global batch"
+        "--batch-per-device", type=int, default=64, help="x devices = the global batch"
     )
     parser.add_argument("--base-lr", type=float, default=0.05, help="LR tuned for --base-batch")
     parser.add_argument("--base-batch", type=int, default=64, help="global batch of --base-lr")
@@ -55,10 +55,10 @@ def base_parser(doc: str, out: str, out_help: str) -> argparse.ArgumentParser:
     return parser
 
 
-def add_tf_flags(parser: argparse.ArgumentParser, cpu_replicas: bool = True) -> None:
-    """--cpu-replicas (MirroredStrategy only), --tf32 and --deterministic."""
-    if cpu_replicas:
-        parser.add_argument("--cpu-replicas", type=int, default=2, help="without a GPU")
+def add_tf_flags(parser: argparse.ArgumentParser, cpu_devices: bool = True) -> None:
+    """--cpu-devices (MirroredStrategy only), --tf32 and --deterministic."""
+    if cpu_devices:
+        parser.add_argument("--cpu-devices", type=int, default=2, help="without a GPU")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on GPUs")
     parser.add_argument(
         "--deterministic", action="store_true", help="enable_op_determinism (slower)"
@@ -91,7 +91,7 @@ def split(args):
 
 
 def setup_mirrored_devices(tf, args) -> tuple[list[str], str]:
-    """All GPUs (memory growth on), else `--cpu-replicas` logical CPUs; before TF starts."""
+    """All GPUs (memory growth on), else `--cpu-devices` logical CPUs; before TF starts."""
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         for gpu in gpus:
@@ -100,7 +100,7 @@ def setup_mirrored_devices(tf, args) -> tuple[list[str], str]:
         return [d.name for d in tf.config.list_logical_devices("GPU")], "GPU"
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * args.cpu_replicas
+        cpu, [tf.config.LogicalDeviceConfiguration()] * args.cpu_devices
     )
     return [d.name for d in tf.config.list_logical_devices("CPU")], "CPU"
 
@@ -127,12 +127,12 @@ def tensorflow_gpu_capability(tf) -> tuple[int, int] | None:
 def setup_training(tf, keras, args, replicas: int, train_examples: int):
     """(global batch, precision, peak LR, warm-up steps): checks the batch fits, seeds, sets
     the policy."""
-    global_batch = args.batch_per_replica * replicas
+    global_batch = args.batch_per_device * replicas
     if global_batch > train_examples:
         raise SystemExit(
-            f"The global batch ({args.batch_per_replica} per replica x {replicas} replicas "
+            f"The global batch ({args.batch_per_device} per device x {replicas} devices "
             f"= {global_batch}) is larger than the {train_examples} training examples: "
-            "lower --batch-per-replica or give more data."
+            "lower --batch-per-device or give more data."
         )
     keras.utils.set_random_seed(args.seed)
     if args.deterministic:
@@ -351,7 +351,7 @@ def write_results(args, recipe: str, step_times, losses, first=None, last=None, 
         "device_type": fields["device_type"],
         "precision": fields["precision"],
         "global_batch": fields["global_batch"],
-        "examples_per_s_per_replica": mean_step and args.batch_per_replica / mean_step,
+        "examples_per_s_per_replica": mean_step and args.batch_per_device / mean_step,
         "mean_step_time_s": mean_step,
         "final_train_loss": losses[-1] if losses else None,
         "loss_per_epoch": losses,

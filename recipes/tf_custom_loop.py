@@ -47,7 +47,7 @@ def parse_args(argv=None):
     add_tf_flags(parser)
     parser.add_argument("--signal-self-at-step", type=int, help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
-    return check_args(args, ("epochs", "batch_per_replica", "base_batch", "cpu_replicas"))
+    return check_args(args, ("epochs", "batch_per_device", "base_batch", "cpu_devices"))
 
 
 def main(argv=None) -> None:

@@ -10,7 +10,7 @@ Launch (the program uses every GPU it sees, or 2 simulated CPU replicas without 
                        MultiWorkerMirroredStrategy (keras-team/keras#20585): use
                        recipes/tf_multiworker.py (custom loop) or recipes/keras_jax.py.
 
-The global batch is --batch-per-replica x replicas; the learning rate follows the linear
+The global batch is --batch-per-device x devices; the learning rate follows the linear
 rule, --base-lr x global batch / --base-batch, reached after --warmup-steps of linear
 warm-up. After a crash, run the same command again: `BackupAndRestore` (--out/backup)
 restores the weights, the optimizer (its step count too, so the warm-up does not restart)
@@ -55,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     add_tf_flags(parser)
     parser.add_argument("--kill-after-epoch", type=int, help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
-    return check_args(args, ("epochs", "batch_per_replica", "base_batch", "cpu_replicas"))
+    return check_args(args, ("epochs", "batch_per_device", "base_batch", "cpu_devices"))
 
 
 def main(argv=None) -> None:

@@ -85,10 +85,10 @@ def read_tf_config() -> tuple[str, int, int, bool]:
 def parse_args(argv=None) -> argparse.Namespace:
     """The command line (see --help)."""
     parser = base_parser(__doc__, "runs/tf_multiworker", "checkpoints, weights")
-    add_tf_flags(parser, cpu_replicas=False)
+    add_tf_flags(parser, cpu_devices=False)
     parser.add_argument("--signal-self-at-step", type=int, help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
-    return check_args(args, ("epochs", "batch_per_replica", "base_batch"))
+    return check_args(args, ("epochs", "batch_per_device", "base_batch"))
 
 
 def setup_devices(tf, args) -> str:

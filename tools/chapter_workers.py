@@ -102,7 +102,7 @@ def run_ddp_worker(m: Machine) -> dict:
 
     from utils.ddp_reference import train_one_process
 
-    knobs = dict(epochs=1 if m.dry_run else 2, per_rank_batch=32, lr=0.05, seed=0)
+    knobs = dict(epochs=1 if m.dry_run else 2, batch_per_device=32, lr=0.05, seed=0)
     data = digits(256 if m.dry_run else 4000)  # the chapter's 4,000 training digits
     worker = m.worker("ddp_worker", "ddp_worker")  # its knobs in the chapter's order:
     m.spawn(worker, m.world, data, str(m.folder), *knobs.values(), "float64")
@@ -125,7 +125,7 @@ def run_accumulating_worker(m: Machine) -> dict:
     port = free_ports(1)[0]
     m.spawn(worker, m.world, port, data, str(m.folder), 16, 2, 0.05)
     one = train_one_process(
-        data, world_size=m.world, per_rank_batch=32, epochs=1, lr=0.05, seed=0,
+        data, world_size=m.world, batch_per_device=32, epochs=1, lr=0.05, seed=0,
         dtype=torch.float64,
     )  # fmt: skip
     return {"gap": largest_gap(torch.load(m.folder / "rank0.pt"), one.state_dict(), 1e-12)}

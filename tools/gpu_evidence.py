@@ -112,7 +112,7 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
                 )
             )
     profile = work / "profile.jsonl"
-    large = TRANSFORMER_SIZES["large"].replace("--batch-per-device", "--batch").split()
+    large = TRANSFORMER_SIZES["large"].split()
     sizes = ["--dry-run"] if dry_run else large
     command = [sys.executable, "-m", "tools.profile_transformer", *sizes, "--out", str(profile)]
     planned.append((PROFILE, command, profile))

@@ -129,29 +129,29 @@ def main(argv: list[str] | None = None) -> None:
     add("--width", type=int, default=1024)
     add("--layers", type=int, default=12)
     add("--heads", type=int, default=16)
-    add("--batch", type=int, default=16, help="sequences per step")
+    add("--batch-per-device", type=int, default=16, help="sequences per step (one GPU)")
     add("--steps", type=int, default=20, help="timed steps, eager and compiled")
     add("--out", required=True, help="JSON-lines file to append the row to")
     add("--dry-run", action="store_true", help="tiny sizes, eager only (a CPU's check)")
     args = parser.parse_args(argv)
     if args.dry_run:
         args.context, args.width, args.layers, args.heads = 32, 64, 2, 2
-        args.batch, args.steps = 4, 2
+        args.batch_per_device, args.steps = 4, 2
     elif not torch.cuda.is_available():
         raise SystemExit("no GPU here: run with --dry-run to check it on a CPU.")
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
     torch.manual_seed(0)
     model = CharTransformer(args.context, args.width, args.layers, args.heads).to(device)
-    lr = 0.001 * args.batch / 64  # the recipe's rule: 0.001 for 64 sequences, scaled
+    lr = 0.001 * args.batch_per_device / 64  # the recipe's rule: 0.001 for 64 sequences, scaled
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    tokens = torch.randint(VOCABULARY, (args.batch, args.context + 1), device=device)
+    tokens = torch.randint(VOCABULARY, (args.batch_per_device, args.context + 1), device=device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     row = {
         "device_name": torch.cuda.get_device_name(device) if gpu else "cpu",
         "torch": torch.__version__,
         **{key: getattr(args, key) for key in ("context", "width", "layers", "heads")},
-        "batch": args.batch,
+        "batch": args.batch_per_device,
         "precision": "bf16 autocast",
         "optimizer": f"AdamW, lr {lr}, PyTorch's default implementation",
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         "profiled_steps": PROFILED_STEPS,
     }
     flops = transformer_flops_per_token(args.layers, args.width, VOCABULARY, args.context)
-    row["flops_per_step"] = flops * args.batch * args.context
+    row["flops_per_step"] = flops * args.batch_per_device * args.context
     row["dense_bf16_peak_flops_per_s"] = GPU_PEAK_FLOPS.get(row["device_name"], (None,))[0]
 
     def mfu(seconds: float) -> float | None:

@@ -1,6 +1,6 @@
 """Steady-state training throughput, with and without MirroredStrategy (chapter 7).
 
-    python -m utils.bench --replicas 1 2 --mode fit custom --quick --json results.json
+    python -m utils.bench --devices 1 2 --mode fit custom --quick --json results.json
 
 Every configuration trains `small_cnn` on the bundled digits. Each first trains one untimed
 block (tracing, allocation); then the configurations take turns, one timed block each, and
@@ -182,7 +182,7 @@ def run_benchmark(
     replicas: list[int],
     modes: list[str],
     *,
-    batch_per_replica: int = 64,
+    batch_per_device: int = 64,
     global_batch: int | None = None,
     steps: int = 20,
     blocks: int = 5,
@@ -191,7 +191,7 @@ def run_benchmark(
     """Measure the baseline and MirroredStrategy over the first r of `devices` for each r.
 
     Each configuration's global batch is `global_batch` when given (the same work per step
-    for every row), else `batch_per_replica` times its replica count (the same work per device).
+    for every row), else `batch_per_device` times its replica count (the same work per device).
     The configurations take turns, one block each, so that a busy spell of the machine slows
     them all alike instead of whichever one it falls on (chapter 7).
     """
@@ -199,9 +199,7 @@ def run_benchmark(
 
     configs = [(None, mode) for mode in modes]
     configs += [(devices[:r], mode) for r in replicas for mode in modes]
-    batches = [
-        global_batch or batch_per_replica * _replica_count(d) for d, _ in configs
-    ]
+    batches = [global_batch or batch_per_device * _replica_count(d) for d, _ in configs]
     for (config_devices, _), batch in zip(
         configs, batches
     ):  # before any configuration trains
@@ -264,11 +262,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Training throughput of small_cnn with and without MirroredStrategy.",
     )
     parser.add_argument(
-        "--replicas",
+        "--devices",
         type=positive_int_argument,
         nargs="+",
         default=[2],
-        help="MirroredStrategy replica counts to measure (default: 2)",
+        help="device counts to measure, a MirroredStrategy over each (default: 2)",
     )
     parser.add_argument(
         "--mode",
@@ -279,15 +277,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     batch = parser.add_mutually_exclusive_group()
     batch.add_argument(
-        "--batch-per-replica",
+        "--batch-per-device",
         type=positive_int_argument,
         default=64,
-        help="examples per replica per step (default: 64)",
+        help="examples per device per step (default: 64)",
     )
     batch.add_argument(
         "--global-batch",
         type=positive_int_argument,
-        help="examples per step for every row instead (a multiple of each replica count)",
+        help="examples per step for every row instead (a multiple of each device count)",
     )
     parser.add_argument(
         "--quick",
@@ -298,16 +296,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json", metavar="FILE", help="also write the rows to FILE as JSON"
     )
     args = parser.parse_args(argv)
-    several = sorted({r for r in args.replicas if r > 1})
+    several = sorted({r for r in args.devices if r > 1})
     if len(several) > 1:
         # Every MirroredStrategy starts its collective group keys at 1
         # (tensorflow/python/distribute/mirrored_strategy.py), so a second strategy over
         # another number of devices joins the first one's group and the all-reduce aborts.
         parser.error(
-            f"--replicas: one count above 1 per run, not {several} (TensorFlow's strategies "
+            f"--devices: one count above 1 per run, not {several} (TensorFlow's strategies "
             "in one process share their collective keys); run the others separately"
         )
-    uneven = [r for r in args.replicas if args.global_batch and args.global_batch % r]
+    uneven = [r for r in args.devices if args.global_batch and args.global_batch % r]
     if uneven:
         parser.error(
             f"--global-batch {args.global_batch} does not split evenly over {uneven} replicas"
@@ -319,13 +317,13 @@ def main(argv: list[str] | None = None) -> list[Result]:
     args = parse_args(argv)
     from utils.devices import setup_devices
 
-    devices = setup_devices(max(args.replicas))
+    names = setup_devices(max(args.devices))
     steps, blocks = (5, 2) if args.quick else (20, 5)
     results = run_benchmark(
-        devices,
-        sorted(set(args.replicas)),
+        names,
+        sorted(set(args.devices)),
         args.mode,
-        batch_per_replica=args.batch_per_replica,
+        batch_per_device=args.batch_per_device,
         global_batch=args.global_batch,
         steps=steps,
         blocks=blocks,

@@ -30,7 +30,7 @@ def check_positive(name: str, value: object) -> float:
 
 
 def positive_int_argument(text: str) -> int:
-    """An argparse `type=` for counts given on a command line (`--replicas 2`)."""
+    """An argparse `type=` for counts given on a command line (`--devices 2`)."""
     try:
         return check_int("the value", int(text))
     except ValueError:

@@ -43,15 +43,15 @@ def rank_indices(n, world_size, rank, epoch, seed):
     return list(sampler)
 
 
-def global_batches(n, world_size, per_rank_batch, epoch, seed):
+def global_batches(n, world_size, batch_per_device, epoch, seed):
     """For each step, the indices of all ranks' batches together."""
     per_rank = [rank_indices(n, world_size, r, epoch, seed) for r in range(world_size)]
-    steps = len(per_rank[0]) // per_rank_batch
+    steps = len(per_rank[0]) // batch_per_device
     return [
         [
             i
             for indices in per_rank
-            for i in indices[s * per_rank_batch : (s + 1) * per_rank_batch]
+            for i in indices[s * batch_per_device : (s + 1) * batch_per_device]
         ]
         for s in range(steps)
     ]
@@ -61,7 +61,7 @@ def train_one_process(
     data,
     *,
     world_size,
-    per_rank_batch,
+    batch_per_device,
     epochs,
     lr,
     seed,
@@ -73,7 +73,9 @@ def train_one_process(
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     images, labels = data.tensors
     for epoch in range(epochs):
-        for batch in global_batches(len(data), world_size, per_rank_batch, epoch, seed):
+        for batch in global_batches(
+            len(data), world_size, batch_per_device, epoch, seed
+        ):
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(images[batch]), labels[batch]).backward()
             optimizer.step()

@@ -1,4 +1,4 @@
-"""Knobs the second "Run all" (conftest.RunAllAgain, same kernel) cannot turn: chapters run
+"""Knobs the second "Run all" (nbval_policy.RunAllAgain, same kernel) cannot turn: chapters run
 through papermill, each in a fresh kernel, and every assertion still holds. Chapter 3 with
 another batch size (in the same kernel TensorFlow's collective keys collide: its warning
 says why), and other device counts (a kernel fixes its devices at its first TensorFlow call):
@@ -15,10 +15,10 @@ from tests.helpers import ROOT
 pytestmark = pytest.mark.full  # fresh kernels on other device counts: the full proof
 
 CASES = {
-    "chapter 3, 2 epochs of 64 per replica": (
+    "chapter 3, 2 epochs of 64 per device": (
         "03_mirrored_fit",
         2,
-        {"EPOCHS": 2, "PER_REPLICA_BATCH": 64},
+        {"EPOCHS": 2, "BATCH_PER_DEVICE": 64},
     ),
     "chapter 4, 1 epoch on 4 devices": ("04_custom_loops", 4, {"EPOCHS": 1}),
     "chapter 5, 1 epoch on 8 devices": ("05_data_parallel_by_hand", 8, {"EPOCHS": 1}),

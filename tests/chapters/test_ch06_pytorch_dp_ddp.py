@@ -19,7 +19,7 @@ def test_chapter6_ddp_worker_on_two_cpu_processes_equals_one_process(tmp_path, m
     mp.spawn(worker.ddp_worker, args=args, nprocs=2, join=True)
     ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
     single = train_one_process(
-        data, world_size=2, per_rank_batch=8, epochs=2, lr=0.1, seed=0, dtype=torch.float64
+        data, world_size=2, batch_per_device=8, epochs=2, lr=0.1, seed=0, dtype=torch.float64
     ).state_dict()
     for name in single:
         assert torch.equal(ranks[0][name], ranks[1][name]), name  # bit-identical ranks

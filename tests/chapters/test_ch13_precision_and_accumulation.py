@@ -23,6 +23,6 @@ def test_chapter13_no_sync_accumulation_equals_one_process_with_larger_batches(
     mp.spawn(worker.accumulating_worker, args=args, nprocs=2, join=True)
     accumulated = torch.load(tmp_path / "rank0.pt")
     single = train_one_process(
-        data, world_size=2, per_rank_batch=8, epochs=1, lr=0.1, seed=0, dtype=torch.float64
+        data, world_size=2, batch_per_device=8, epochs=1, lr=0.1, seed=0, dtype=torch.float64
     ).state_dict()
     assert all((accumulated[k] - single[k]).abs().max() < 1e-12 for k in single)

@@ -19,7 +19,7 @@ from utils.launch import REPOSITORY, launch_tf_workers, run_processes
 
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
 TINY = [
-    "--epochs", "3", "--batch-per-replica", "16", "--limit-examples", "512",
+    "--epochs", "3", "--batch-per-device", "16", "--limit-examples", "512",
     "--warmup-steps", "2",
 ]  # fmt: skip
 STEPS_PER_EPOCH = 512 // 32  # 2 replicas (or workers) x 16
@@ -83,7 +83,7 @@ def check_trained(record: dict, recipe: str) -> None:
 def test_help_explains_every_flag():
     outputs = run(*[[sys.executable, f"recipes/{r}.py", "--help"] for r in RECIPES])
     for text in outputs:
-        for flag in ("--epochs", "--batch-per-replica", "--base-lr", "--base-batch",
+        for flag in ("--epochs", "--batch-per-device", "--base-lr", "--base-batch",
                      "--warmup-steps", "--images", "--out", "--results", "--seed",
                      "--limit-examples", "--precision"):  # fmt: skip
             assert flag in text
@@ -96,7 +96,7 @@ def test_help_explains_every_flag():
 @pytest.mark.parametrize(
     ("recipe", "extra", "env", "message"),
     [
-        ("tf_custom_loop", ["--batch-per-replica", "0"], {}, "--batch-per-replica must be"),
+        ("tf_custom_loop", ["--batch-per-device", "0"], {}, "--batch-per-device must be"),
         ("keras_jax", ["--epochs", "0"], {}, "--epochs must be at least 1"),
         ("tf_mirrored_fit", ["--images", "EMPTY"], {}, "expected one subfolder of images"),
         ("tf_multiworker", [], {}, "TF_CONFIG is not set: set TF_CONFIG"),
@@ -148,7 +148,7 @@ def test_custom_loop_sigterm_mid_epoch_then_resume_is_exact(tmp_path):
 
     # the stopped run's checkpoint, resumed on 4 replicas: its position counted batches of
     # 32, so epoch 2 starts again from its first batch (of 64)
-    wider = run(command("tf_custom_loop", tmp_path / "wider", "--cpu-replicas", "4"))[0]
+    wider = run(command("tf_custom_loop", tmp_path / "wider", "--cpu-devices", "4"))[0]
     assert "global batch was 32, this run's is 64: epoch 2 runs from its first batch" in wider
     assert results(tmp_path / "wider")[0]["steps_this_run"] == 2 * 512 // 64
 
@@ -210,7 +210,7 @@ def test_keras_jax_on_eight_devices_evaluates_whole_batches_of_the_test_set(tmp_
     """64 per device on 8 devices: a global batch of 512, more than the 500 test examples;
     they are evaluated in batches of 496, and the warm-up fits in the one step there is."""
     out = tmp_path / "jax8"
-    extra = ["--epochs", "1", "--cpu-devices", "8", "--batch-per-replica", "64"]
+    extra = ["--epochs", "1", "--cpu-devices", "8", "--batch-per-device", "64"]
     output = run(command("keras_jax", out, *extra))[0]
     assert "warm-up shortened from 2 to 0 steps, a quarter of the 1 steps" in output
     (record,) = results(out)

@@ -44,13 +44,13 @@ PROGRAMS = {
     "ip": "iproute2",
 }
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
-# a CPU process on each node, as in tests/test_recipes_torch.py and tests/test_recipes_tf.py
+# a CPU process on each node, as in tests/recipes/test_recipes_torch.py and test_recipes_tf.py
 CPU_JOB = ["--nodes=2", "--gpus-per-node=0", "--cpus-per-task=1"]
 TORCH_TINY = (
     "--epochs 2 --limit-examples 512 --batch-per-device 8 --lr 0.05 --base-batch 16 "
     "--warmup-steps 5 --num-workers 1 --log-every 1 --seed 3 --deterministic"
 ).split()  # 28 steps per epoch
-TF_TINY = "--epochs 3 --batch-per-replica 16 --limit-examples 512 --warmup-steps 2".split()
+TF_TINY = "--epochs 3 --batch-per-device 16 --limit-examples 512 --warmup-steps 2".split()
 #: The interruptions are sent at the first step (what the PyTorch recipes log there), so that
 #: a loaded machine cannot finish the run first: the preempted job's first save, at the end
 #: of epoch 1 at the latest, takes SLOW_SAVE_S seconds, so its stop lands mid-run (a requeue
@@ -447,7 +447,7 @@ def test_a_requeued_job_resumes_to_the_weights_of_an_uninterrupted_run(cluster, 
     SIGTERM into a SIGKILL of its tasks); the job ran its script again (same id, same --out)
     and resumed there. On CPUs with
     --deterministic and two processes the weights are an uninterrupted run's, bit for bit
-    (tests/test_recipes_torch.py says why), FSDP's as DDP's."""
+    (tests/recipes/test_recipes_torch.py says why), FSDP's as DDP's."""
     job = jobs[name]
     fields, log = finished(cluster, job)
     assert fields["Restarts"] == "1"

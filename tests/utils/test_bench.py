@@ -14,13 +14,13 @@ from utils.bench import Result, format_table, parse_args
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--replicas", "0"], "must be a positive integer"),
-        (["--replicas", "two"], "must be a positive integer, got 'two'"),
+        (["--devices", "0"], "must be a positive integer"),
+        (["--devices", "two"], "must be a positive integer, got 'two'"),
         (["--mode", "keras"], "invalid choice"),
-        (["--global-batch", "63", "--replicas", "2"], "does not split evenly"),
-        (["--global-batch", "64", "--batch-per-replica", "32"], "not allowed with"),
+        (["--global-batch", "63", "--devices", "2"], "does not split evenly"),
+        (["--global-batch", "64", "--batch-per-device", "32"], "not allowed with"),
         (["--nonsense"], "unrecognized arguments"),
-        (["--replicas", "1", "2", "4"], "one count above 1 per run, not [2, 4]"),
+        (["--devices", "1", "2", "4"], "one count above 1 per run, not [2, 4]"),
     ],
 )
 def test_bad_options_are_usage_errors(argv, message, capsys):
@@ -33,7 +33,7 @@ def test_bad_options_are_usage_errors(argv, message, capsys):
 
 def test_defaults():
     args = parse_args([])
-    assert (args.replicas, args.mode, args.batch_per_replica, args.global_batch) == (
+    assert (args.devices, args.mode, args.batch_per_device, args.global_batch) == (
         [2],
         ["fit"],
         64,
@@ -58,7 +58,7 @@ def test_quick_run_writes_rows_for_every_configuration(tmp_path):
             sys.executable,
             "-m",
             "utils.bench",
-            "--replicas",
+            "--devices",
             "2",
             "--mode",
             "fit",

@@ -12,6 +12,6 @@ def test_ranks_split_each_epoch_without_overlap_and_reshuffle():
 
 
 def test_global_batches_join_the_ranks_batches():
-    batches = global_batches(10, 2, per_rank_batch=2, epoch=0, seed=0)
+    batches = global_batches(10, 2, batch_per_device=2, epoch=0, seed=0)
     ranks = [rank_indices(10, 2, r, 0, 0) for r in range(2)]
     assert batches == [ranks[0][0:2] + ranks[1][0:2], ranks[0][2:4] + ranks[1][2:4]]
