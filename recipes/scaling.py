@@ -1,21 +1,22 @@
 """Your GPUs, your scaling table, in one command: run the PyTorch recipes (recipes/pytorch/)
 on 1, 2, 4, ... N GPUs of this machine with the same batch per GPU, DDP and FSDP2, the CNN
 and a transformer large enough to keep a GPU busy; print the scaling table (efficiency,
-MFU, peak memory), then check three of the book's claims on this machine:
+MFU, peak memory), check two of the book's claims on this machine and set a prediction
+beside what it measured:
 
 1. N GPUs train the weights one GPU trains on the same global batch (chapter 6): the CNN,
    10 steps in float32 (TF32 off: NVIDIA_TF32_OVERRIDE=0) with deterministic kernels,
    within float32's rounding (a largest difference of at most 1e-4 of the largest weight;
    a lost or doubled gradient is far larger);
 2. FSDP2 holds less memory per GPU than DDP from 2 GPUs on (chapter 15; GPUs only);
-3. DDP's all-reduce hides behind the backward pass, or not, as chapter 18's ring model
-   predicts from this machine's own all-reduce (all_reduce_bandwidth.py, fitted) and the
-   one-GPU step (2/3 of it, at most, is the backward pass): the prediction and the
-   measured N-GPU step side by side.
+3. not a check, numbers side by side: whether DDP's all-reduce hides behind the backward
+   pass, as chapter 18's ring model predicts from this machine's own all-reduce
+   (all_reduce_bandwidth.py, fitted) and the one-GPU step (2/3 of it, at most, is the
+   backward pass), beside the measured N-GPU step.
 
-    python recipes/scaling.py                 # 1, 2, 4, ... every GPU of this machine
-    python recipes/scaling.py --gpus 4        # 1, 2 and 4 GPUs
-    python recipes/scaling.py --cpu 2         # no GPU: 1 and 2 CPU processes, tiny sizes
+    python recipes/scaling.py                     # 1, 2, 4, ... every GPU of this machine
+    python recipes/scaling.py --devices 4         # 1, 2 and 4 GPUs
+    python recipes/scaling.py --cpu-processes 2   # no GPU: 1 and 2 CPU processes, tiny sizes
 
 On CPUs the sizes are tiny and the table checks the tool, not the machine. Everything goes
 to --out (default runs/scaling): results.jsonl (`python recipes/results_table.py` reads
@@ -63,29 +64,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--gpus", type=int, help="the most GPUs to use, 2 or more (default: all)")
+    where.add_argument("--devices", type=int, help="the most GPUs to use, 2 or more (default: all)")
     where.add_argument(
-        "--cpu", type=int, metavar="N", help="N CPU processes (2 or more), tiny sizes"
+        "--cpu-processes", type=int, metavar="N", help="N CPU processes (2 or more), tiny sizes"
     )
     parser.add_argument("--out", default="runs/scaling", help="folder for results and logs")
     parser.add_argument(
         "--timeout", type=float, default=1800, help="seconds a launch may take before it is ended"
     )
     args = parser.parse_args(argv)
+    args.cpu = args.cpu_processes  # None on GPUs
     args.kind = "cpu" if args.cpu is not None else "gpu"
-    asked = args.cpu if args.kind == "cpu" else args.gpus
+    asked = args.cpu if args.kind == "cpu" else args.devices
     if asked is not None and asked < 2:
-        flag = "--cpu" if args.kind == "cpu" else "--gpus"
+        flag = "--cpu-processes" if args.kind == "cpu" else "--devices"
         raise SystemExit(f"scaling.py: {flag} {asked}: scaling needs 2 or more.")
     here = visible_gpus() if args.kind == "gpu" else asked
     if here < 2:
         raise SystemExit(
             f"scaling.py: {here} GPU(s) here: scaling needs 2 or more; on a machine "
-            "without GPUs, --cpu 2 runs the tool on two CPU processes."
+            "without GPUs, --cpu-processes 2 runs the tool on two CPU processes."
         )
     args.most = asked or here
     if args.most > here:
-        raise SystemExit(f"scaling.py: --gpus {args.most}, but this machine shows {here}.")
+        raise SystemExit(f"scaling.py: --devices {args.most}, but this machine shows {here}.")
     return args
 
 

@@ -36,12 +36,19 @@ def fraction(text: str) -> float:
     return value
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """--help with each flag's default, where it has one (a flag without says its own)."""
+
+    def _get_help_string(self, action) -> str:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def make_parser(recipe: str, description: str) -> argparse.ArgumentParser:
     """The flags both PyTorch recipes share."""
     parser = argparse.ArgumentParser(
         prog=f"torchrun --nproc_per_node=N {recipe}.py",
         description=description,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Help,
     )
     add = parser.add_argument
     training_flags(add)

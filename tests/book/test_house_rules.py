@@ -1,5 +1,5 @@
 """The house's rules for what may import what (CONTRIBUTING.md, "How the parts fit"), read
-with `ast` from every .py file under recipes/, utils/ and tools/.
+with `ast` from every .py file under recipes/ and utils/.
 
 The modules written from chapters' cells come from their source of truth,
 `tools.save_from_chapters.SAVED`, not from a list kept here.

@@ -147,7 +147,7 @@ def test_the_quick_starts_commands_are_the_ones_its_cells_run():
 
 
 #: Commands a test of their own runs as typed, in a fresh folder, and checks what they print.
-RUN_BY_THEIR_TEST = {"python recipes/scaling.py --cpu 2": "tests/recipes/test_scaling.py"}
+RUN_BY_THEIR_TEST = {"python recipes/scaling.py --cpu-processes 2": "tests/recipes/test_scaling.py"}
 
 
 def runnable_elsewhere() -> list[Block]:

@@ -65,9 +65,9 @@ def test_fsdp2_must_hold_less_than_ddp_from_two_gpus(scaling):
 
 def test_more_gpus_than_the_machine_shows_is_refused(scaling, monkeypatch):
     monkeypatch.setattr(scaling, "visible_gpus", lambda: 4)
-    with pytest.raises(SystemExit, match="scaling.py: --gpus 8, but this machine shows 4."):
-        scaling.parse_args(["--gpus", "8"])
-    assert scaling.parse_args([]).most == 4 and scaling.parse_args(["--gpus", "2"]).most == 2
+    with pytest.raises(SystemExit, match="scaling.py: --devices 8, but this machine shows 4."):
+        scaling.parse_args(["--devices", "8"])
+    assert scaling.parse_args([]).most == 4 and scaling.parse_args(["--devices", "2"]).most == 2
 
 
 def run_scaling(*flags, cwd=None, env=None, timeout=300):
@@ -85,8 +85,8 @@ def run_scaling(*flags, cwd=None, env=None, timeout=300):
     ("flags", "message"),
     [
         ([], "scaling.py: 0 GPU(s) here: scaling needs 2 or more; on a machine without GPUs, "
-         "--cpu 2 runs the tool on two CPU processes."),
-        (["--gpus", "1"], "scaling.py: --gpus 1: scaling needs 2 or more."),
+         "--cpu-processes 2 runs the tool on two CPU processes."),
+        (["--devices", "1"], "scaling.py: --devices 1: scaling needs 2 or more."),
     ],
     ids=["no GPU", "one GPU"],
 )  # fmt: skip
@@ -107,7 +107,7 @@ def test_the_cpu_dry_run_prints_the_table_and_the_checks_the_page_shows(tmp_path
     (tests/book/test_shell_blocks.py leaves this block to this test)."""
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     result = subprocess.run(
-        ["bash", "-e", "-c", "python recipes/scaling.py --cpu 2"],
+        ["bash", "-e", "-c", "python recipes/scaling.py --cpu-processes 2"],
         cwd=tmp_path,
         env=child_environment(
             {
