@@ -256,8 +256,8 @@ def hiding(rows: list[dict], bandwidth: dict, most: int) -> list[str]:
 
 
 def say(text: str) -> None:
-    """Print `text` in lines of at most 88 characters, the later ones indented."""
-    print(textwrap.fill(text, 88, subsequent_indent="   ", break_on_hyphens=False))
+    """Print `text` in lines of at most 80 characters, the later ones indented."""
+    print(textwrap.fill(text, 80, subsequent_indent="   ", break_on_hyphens=False))
 
 
 def main(argv: list[str] | None = None) -> int:
