@@ -171,3 +171,27 @@ def import_recipe(name: str):
         return module
     finally:
         sys.path.remove(str(folder))
+
+
+def figure_texts(figure) -> list[str]:
+    """The texts drawn on a matplotlib figure's axes, in the order they were added."""
+    return [text.get_text() for axis in figure.axes for text in axis.texts]
+
+
+def run_as_typed(text: str, folder: Path, timeout_s: float) -> subprocess.CompletedProcess:
+    """Shell lines as a reader types them, in a fresh `folder` holding a copy of `recipes/`
+    (what the recipes page says to take from the repository) and the book's `utils` and
+    environment (`.venv`, as README makes it), that environment's `python` and `torchrun`
+    first on the PATH; stops at the first line that fails."""
+    shutil.copytree(ROOT / "recipes", folder / "recipes")
+    (folder / "utils").symlink_to(ROOT / "utils")
+    (folder / ".venv").symlink_to(Path(sys.executable).parents[1])
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        ["bash", "-e", "-c", text],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )

@@ -6,17 +6,13 @@ also runs its programs on the CPU. The quick start's blocks are the very command
 cells run (`run(f"...")` with the page's knobs); the other runnable blocks are run here,
 as typed, in a fresh folder holding what the page says to copy (the full proof)."""
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, code_cells, load_notebook, source
+from tests.helpers import ROOT, code_cells, load_notebook, run_as_typed, source
 
 #: The first line of a block that a CPU machine cannot run, and what it needs.
 MARKS = ("# needs GPUs", "# needs several machines", "# needs a Slurm cluster")
@@ -171,21 +167,8 @@ def test_a_block_left_to_its_own_test_is_on_its_page():
 @pytest.mark.full
 @pytest.mark.parametrize("block", runnable_elsewhere(), ids=lambda b: f"{b.page}:{b.text[:30]}")
 def test_a_runnable_block_runs_as_typed(block, tmp_path):
-    """In a fresh folder holding a copy of `recipes/` (what the recipes page says to take
-    from the repository) and the book's `utils` and environment (`.venv`, as README makes
-    it), with that environment's `python` and `torchrun` first on the PATH."""
-    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
-    (tmp_path / "utils").symlink_to(ROOT / "utils")
-    (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
-        ["bash", "-e", "-c", block.text],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT_S,
-    )
+    """In a fresh folder, as `tests.helpers.run_as_typed` sets one up."""
+    done = run_as_typed(block.text, tmp_path, BLOCK_TIMEOUT_S)
     assert done.returncode == 0, (
         f"{block.page}: the block\n{block.text}\nfailed:\n"
         f"{done.stdout[-2000:]}{done.stderr[-2000:]}"

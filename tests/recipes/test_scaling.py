@@ -3,16 +3,13 @@ checks of the book's claims from a run's rows, its one-line refusals, and (the f
 its CPU dry run, whose output the server page shows."""
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, import_recipe
+from tests.helpers import ROOT, import_recipe, run_as_typed
 from utils.launch import child_environment
 
 SHOWN = ROOT / "recipes" / "measured" / "scaling_cpu_2_processes.txt"
@@ -103,22 +100,9 @@ def masked(text: str) -> str:
 
 @pytest.mark.full  # eleven launches on two CPU processes: the full proof (CONTRIBUTING.md)
 def test_the_cpu_dry_run_prints_the_table_and_the_checks_the_page_shows(tmp_path):
-    """The server page's command as typed, in a fresh folder holding a copy of recipes/
-    (tests/book/test_shell_blocks.py leaves this block to this test)."""
-    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
-    result = subprocess.run(
-        ["bash", "-e", "-c", "python recipes/scaling.py --cpu-processes 2"],
-        cwd=tmp_path,
-        env=child_environment(
-            {
-                "CUDA_VISIBLE_DEVICES": "",
-                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-            }
-        ),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    """The server page's command as typed, in a fresh folder (tests/book/test_shell_blocks.py
+    leaves this block to this test)."""
+    result = run_as_typed("python recipes/scaling.py --cpu-processes 2", tmp_path, 600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert masked(result.stdout) == masked(SHOWN.read_text()), (
         f"the printout changed: save it to {SHOWN.relative_to(ROOT)} (the page shows it)"
