@@ -1,17 +1,9 @@
 """utils.figures_appendix: the figures of the appendix on multi_gpu_model. Each is drawn from
 values its chapter computes."""
 
-import matplotlib.pyplot
 import pytest
 
 from utils.figures_appendix import draw_funnel_and_ring
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
 
 
 def test_funnel_and_ring_label_what_each_design_moves():

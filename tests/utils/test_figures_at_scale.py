@@ -1,9 +1,9 @@
 """utils.figures_at_scale: the figures of the part "At scale" (chapters 14 to 18). Each is drawn
 from values its chapter computes."""
 
-import matplotlib.pyplot
 import pytest
 
+from tests.helpers import figure_texts
 from utils.figures_at_scale import (
     draw_device_mesh,
     draw_zero_holdings,
@@ -11,13 +11,6 @@ from utils.figures_at_scale import (
     plot_compute_and_communication,
     plot_step_timeline,
 )
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
 
 
 def test_zero_holdings_fill_a_device_s_own_slice_of_what_a_stage_splits():
@@ -137,14 +130,11 @@ def test_compute_and_communication_has_a_panel_per_case_with_two_lines():
 def test_the_collective_sequence_draws_one_box_a_call_in_order():
     """Chapter 15's figure: a box per collective, numbered in the order they ran, named by
     the unit the elements belong to (or their count); a step with none is an error."""
-    import matplotlib.pyplot as plt
-
     from utils.figures_at_scale import draw_collective_sequence
 
     calls = [["all-gather", 30], ["all-gather", 100], ["reduce-scatter", 7]]
     figure = draw_collective_sequence(calls, {30: "the root", 100: "a block"})
-    texts = [t.get_text() for t in figure.axes[0].texts if t.get_text()]
-    assert texts == ["1. all-gather\nthe root", "2. all-gather\na block", "3. reduce-scatter\n7"]
-    plt.close(figure)
+    shown = ["1. all-gather\nthe root", "2. all-gather\na block", "3. reduce-scatter\n7"]
+    assert [text for text in figure_texts(figure) if text] == shown
     with pytest.raises(ValueError, match="the step called no collective"):
         draw_collective_sequence([], {})

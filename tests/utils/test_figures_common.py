@@ -55,13 +55,6 @@ PHONE_SMALLEST = 4.5
 PHONE_READABLE = {"draw_dp_and_ddp": 7.0, "plot_step_timeline": 7.0}
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
-
-
 def test_box_centres_its_text_in_the_colours_given():
     figure, axis = matplotlib.pyplot.subplots()
     text = box(axis, 1, 2, "a", BLUE, fontsize=11)

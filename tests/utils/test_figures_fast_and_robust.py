@@ -1,21 +1,10 @@
 """utils.figures_fast_and_robust: the figures of the part "Fast and robust" (chapter 8). Each is
 drawn from values its chapter computes."""
 
-import matplotlib.pyplot
 import pytest
 
+from tests.helpers import figure_texts
 from utils.figures_fast_and_robust import draw_resume_timeline
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
-
-
-def texts_of(figure):
-    return [t.get_text() for axis in figure.axes for t in axis.texts]
 
 
 def attempt(start, stop, checkpoints, interrupted):
@@ -26,7 +15,7 @@ def test_resume_timeline_marks_checkpoints_the_interruption_and_the_lost_steps()
     figure = draw_resume_timeline(
         [attempt(0, 50, [15, 30, 45], True), attempt(45, 80, [60, 75, 80], False)], 20
     )
-    texts = texts_of(figure)
+    texts = figure_texts(figure)
     assert [t for t in texts if t.startswith("epoch")] == [f"epoch {e}" for e in range(4)]
     assert "interrupted after step 50" in texts
     assert "restore the checkpoint\nof step 45" in texts

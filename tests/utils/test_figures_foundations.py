@@ -1,17 +1,9 @@
 """utils.figures_foundations: the figures of the Foundations part (chapter 2). Each is drawn from
 values its chapter computes."""
 
-import matplotlib.pyplot
 import pytest
 
 from utils.figures_foundations import draw_data_parallel_step
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
 
 
 def test_a_data_parallel_step_has_a_column_per_device_and_one_all_reduce():

@@ -1,9 +1,9 @@
 """utils.figures_one_machine_keras: the figures of the part "One machine, TensorFlow and Keras"
 (chapters 3 to 5). Each is drawn from values its chapter computes."""
 
-import matplotlib.pyplot
 import pytest
 
+from tests.helpers import figure_texts
 from utils.figures_one_machine_keras import (
     draw_average_loss,
     draw_collectives,
@@ -13,13 +13,6 @@ from utils.figures_one_machine_keras import (
 )
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
-
-
 def test_plot_curves_draws_one_line_per_run_and_panel_per_metric():
     histories = {f"run {i}": {"loss": [3, 2, 1], "accuracy": [0.1, 0.5, 0.9]} for i in range(5)}
     figure = plot_curves(histories, ["loss", "accuracy"], title="t")
@@ -27,13 +20,9 @@ def test_plot_curves_draws_one_line_per_run_and_panel_per_metric():
     assert all(len(axis.get_lines()) == 5 for axis in figure.axes)
 
 
-def texts_of(figure):
-    return [t.get_text() for axis in figure.axes for t in axis.texts]
-
-
 def test_mirrored_strategy_shows_each_copy_each_replica_and_one_reduction():
     figure = draw_mirrored_strategy(["CPU:0", "CPU:1"], [[0.1, 0.2], [0.1, 0.2]], [1.25, 1.5], 2.75)
-    texts = texts_of(figure)
+    texts = figure_texts(figure)
     assert {"CPU:0", "CPU:1"} <= set(texts)
     assert texts.count("kernel[:2]\n[0.100, 0.200]") == 2
     assert "replica 1: loss\n1.5000" in texts

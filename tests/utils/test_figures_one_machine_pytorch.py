@@ -1,27 +1,16 @@
 """utils.figures_one_machine_pytorch: the figures of the part "One machine, PyTorch" (chapter 6).
 Each is drawn from values its chapter computes."""
 
-import matplotlib.pyplot
 import pytest
 
+from tests.helpers import figure_texts
 from utils.figures_one_machine_pytorch import draw_dp_and_ddp
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
-
-
-def texts_of(figure):
-    return [t.get_text() for axis in figure.axes for t in axis.texts]
 
 
 def test_dp_and_ddp_show_one_process_above_one_process_per_device():
     slices = [("cuda:0", 4), ("cuda:1", 3)]
     figure = draw_dp_and_ddp(slices, [("cuda:0", 32), ("cuda:1", 32)])
-    texts = texts_of(figure)
+    texts = figure_texts(figure)
     assert "scatter: a batch of 7\ninto 2 slices" in texts
     assert any(t.startswith("gather on cuda:0") for t in texts)
     assert "thread 1, cuda:1\na model replica\n3 examples" in texts

@@ -1,25 +1,14 @@
 """utils.figures_processes_and_machines: the figures of the part "Several processes and machines"
 (chapters 9 to 11). Each is drawn from values its chapter computes."""
 
-import matplotlib.pyplot
 import pytest
 
+from tests.helpers import figure_texts
 from utils.figures_processes_and_machines import (
     draw_files_read,
     draw_tf_config,
     draw_torchrun_launch,
 )
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    """Every test draws a figure; close them all after it."""
-    yield
-    matplotlib.pyplot.close("all")
-
-
-def texts_of(figure):
-    return [t.get_text() for axis in figure.axes for t in axis.texts]
 
 
 def test_torchrun_launch_draws_agents_workers_and_the_store():
@@ -28,7 +17,7 @@ def test_torchrun_launch_draws_agents_workers_and_the_store():
         {"name": "node 1", "hosts_store": False, "workers": [(2, 0), (3, 1)]},
     ]
     figure = draw_torchrun_launch(agents, "127.0.0.1:29400")
-    texts = texts_of(figure)
+    texts = figure_texts(figure)
     assert "rendezvous store (c10d)\n127.0.0.1:29400" in texts
     assert "node 0\ntorchrun agent, hosts the store" in texts
     assert "node 1\ntorchrun agent" in texts
