@@ -2,8 +2,9 @@
 
 - The two tiers: without --full, the tests marked `full` are left out and the rendered
   book's module is not even imported; the report's header says which tier runs.
-- The pytest-xdist workers: how many `-n auto` starts, the cores each one's processes use,
-  and the order the files are handed out in (the long ones first).
+- The pytest-xdist workers: how many `-n auto` starts, the cores each one's processes use
+  (threads per operation, PyTorch's and TensorFlow's), and the order the files are handed
+  out in (the long ones first).
 - One temporary folder for every kernel and process, removed at the end (tests/helpers.py).
 - The time each part of the suite took, at the end of the report.
 """
@@ -41,16 +42,23 @@ def pytest_configure(config):
     share_the_cores(config)
 
 
+#: The thread counts each pytest-xdist worker's processes take: PyTorch's (OpenMP) and
+#: TensorFlow's threads for the work inside one operation.
+THREAD_SETTINGS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
+
+
 def share_the_cores(config) -> None:
     """On a pytest-xdist worker, give the processes it starts (kernels, DDP ranks) its share
-    of the cores as OpenMP threads, as torchrun does for its workers: PyTorch's OpenMP threads
-    spin while they wait, so two workers each using every core slow each other down many
-    times (chapter 18's training cell: 199 s beside a busy core, 6.5 s alone). A value the
+    of the cores as threads per operation, as torchrun does for its workers with OpenMP's:
+    threads that spin while they wait make two workers that each use every core slow each
+    other down (chapter 18's training cell: 199 s beside a busy core, 6.5 s alone; the
+    chapters together: 292 s with TensorFlow's default, 251 s with its share). A value the
     reader set is kept."""
     workers = getattr(config, "workerinput", {}).get("workercount")
     if workers and workers > 1:
         threads = max(1, (os.cpu_count() or 1) // workers)
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        for setting in THREAD_SETTINGS:
+            os.environ.setdefault(setting, str(threads))
 
 
 def _runs_notebooks(item) -> bool:

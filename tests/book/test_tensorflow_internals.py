@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def test_the_private_auto_shard_rewrite_chapter_19_uses_still_exists():
     """Chapter 19 applies TensorFlow's own per-worker rewrite; a release that moves it fails
@@ -18,6 +20,7 @@ def test_the_private_auto_shard_rewrite_chapter_19_uses_still_exists():
     assert [int(v) for v in _AutoShardDataset(dataset, 2, 1)] == [1, 3, 5]
 
 
+@pytest.mark.full  # CI's own question (.ci/run): the full proof's
 def test_ci_can_ask_tensorflow_whether_onednn_is_on():
     """.ci/run asks `IsMklEnabled` which CPU kernels TensorFlow uses by default, to run the
     full proof with the other ones: it must follow TF_ENABLE_ONEDNN_OPTS."""

@@ -3,6 +3,7 @@ exactly as one process does (utils.ddp_reference)."""
 
 import json
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -10,6 +11,7 @@ from tests.helpers import import_chapter_files, random_digits
 from utils.ddp_reference import train_one_process
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_chapter6_ddp_worker_on_two_cpu_processes_equals_one_process(tmp_path, monkeypatch):
     chapter6 = import_chapter_files("chapters/06_pytorch_dp_ddp.ipynb", tmp_path, monkeypatch)
     worker = chapter6("ddp_worker")

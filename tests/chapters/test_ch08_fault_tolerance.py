@@ -4,6 +4,7 @@ weights in two separate processes, not only in one (the chapter shows one proces
 import sys
 
 import numpy as np
+import pytest
 
 from tests.helpers import code_cells, load_notebook, source
 from utils.launch import run_processes
@@ -18,6 +19,7 @@ def chapter_code(defining: str) -> str:
     return cell.split("\n\n\n")[0]
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_two_processes_with_both_switches_train_bit_identical_weights(tmp_path):
     program = "\n".join(
         [

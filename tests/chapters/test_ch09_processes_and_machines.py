@@ -57,6 +57,7 @@ def test_chapter9_programs_build_the_book_s_model_and_data(chapter9_programs, na
     assert all(torch.equal(a, b) and a.is_contiguous() for a, b in zip(theirs, ours))
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_chapter9s_program_started_without_torchrun_says_how_in_one_line(chapter9_programs):
     """`python ddp_train.py ...`, what a newcomer types first: one line, no traceback."""
     program = chapter9_programs["ddp_train.py"]

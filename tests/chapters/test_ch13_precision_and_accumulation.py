@@ -1,6 +1,7 @@
 """Chapter 13's accumulating worker, the file its page writes: gradients accumulated under
 `no_sync()` on 2 CPU processes equal one process with larger batches."""
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -9,6 +10,7 @@ from utils.ddp_reference import train_one_process
 from utils.launch import free_ports
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_chapter13_no_sync_accumulation_equals_one_process_with_larger_batches(
     tmp_path, monkeypatch
 ):

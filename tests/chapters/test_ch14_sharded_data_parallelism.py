@@ -1,6 +1,7 @@
 """Chapter 14's ZeRO-1 worker, written by hand on its page: on 2 CPU processes it trains as
 one process with Adam does (utils.sharding, saved from the chapter)."""
 
+import pytest
 import torch
 
 from tests.helpers import import_chapter_files
@@ -10,6 +11,7 @@ from utils.pytorch_ddp import run_ranks, save_data, to_tensors
 from utils.sharding import train_adam_one_process
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_zero1_trains_as_one_process(tmp_path, monkeypatch):
     chapter14 = import_chapter_files(
         "chapters/14_sharded_data_parallelism.ipynb", tmp_path / "files", monkeypatch

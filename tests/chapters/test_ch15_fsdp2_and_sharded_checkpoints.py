@@ -11,6 +11,7 @@ from utils.launch import free_ports
 from utils.pytorch_ddp import run_ranks, save_data, step_batches
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_fsdp2_transformer_and_a_restore_on_another_world_size(tmp_path, monkeypatch):
     """Chapter 15's worker: chapter 18's transformer built on meta, sharded per block,
     clipped, on 2 processes == one process; its checkpoint restored on 3."""

@@ -63,6 +63,7 @@ def test_the_overlap_is_measured_from_the_first_steps_backward_end(chapter17):
     assert chapter17("timeline").overlap_ms(timeline) == 3.0
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_all_reduces_by_hand_equal_ddp(chapter17, tmp_path):
     by_hand = chapter17("all_reduce_by_hand")
     (x, y), _ = load_mnist_subset()

@@ -56,6 +56,7 @@ def test_each_program_is_complete(name):
     assert ast.get_docstring(tree).count("\n") >= 2  # says how to run it
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_torch_ddp_started_without_torchrun_says_how_to_start_it(tmp_path):
     """`python torch_ddp.py`, what a newcomer types first: one line that says what to do."""
     program = ROOT / "recipes" / "quickstart" / "torch_ddp.py"

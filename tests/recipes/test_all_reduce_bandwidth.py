@@ -108,6 +108,7 @@ def run_python(*args: str, env=None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_help_lists_the_flags():
     result = run_python("--help")
     assert result.returncode == 0, result.stderr
@@ -115,6 +116,7 @@ def test_help_lists_the_flags():
         assert flag in result.stdout
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_a_launch_without_torchrun_gets_one_clear_line():
     result = run_python()
     assert result.returncode != 0

@@ -120,6 +120,7 @@ def fail_lines(stdout: str) -> list[str]:
 # ---- without --full: the wrong launch, and rank 0's conclusions ------------------------------
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_started_without_torchrun_it_says_how_in_one_line(alone):
     code, stdout, stderr = finish([start([sys.executable, "preflight.py"], alone, environment())])[
         0

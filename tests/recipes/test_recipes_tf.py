@@ -93,6 +93,7 @@ def test_help_explains_every_flag():
     assert "--coordinator 10.0.0.1:1234" in outputs[3]
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 @pytest.mark.parametrize(
     ("recipe", "extra", "env", "message"),
     [

@@ -165,6 +165,7 @@ def run_python(*args: str, env=None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 @pytest.mark.parametrize("recipe", ["torch_ddp", "torch_fsdp"])
 def test_help_lists_the_flags(recipe):
     result = run_python(f"{recipe}.py", "--help")
@@ -195,6 +196,7 @@ def test_help_lists_the_flags(recipe):
         assert flag in result.stdout
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [

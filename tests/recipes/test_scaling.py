@@ -78,6 +78,7 @@ def run_scaling(*flags, cwd=None, env=None, timeout=300):
     )
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

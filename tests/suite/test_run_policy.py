@@ -24,6 +24,7 @@ def _collected(*args: str) -> str:
     return listing.stdout
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_the_full_proof_is_behind_one_switch():
     """Without --full, the tests marked `full` are left out and a chapter runs once; with
     it, they run and each chapter is followed by its second run with other knobs."""
@@ -38,6 +39,7 @@ def test_the_full_proof_is_behind_one_switch():
     assert "test_suite.py" not in only_proof and "Run all again" in only_proof
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_the_long_files_are_handed_out_first():
     """Chapters and the files of tests marked `full` come before the short unit tests."""
     long_files = ("tests/tools/test_gpu_evidence.py", "chapters/02_simulating_devices.ipynb")
@@ -51,15 +53,19 @@ def test_the_long_files_are_handed_out_first():
     "workercount, preset, expected",
     [(2, None, "1"), (1, None, None), (None, None, None), (2, "3", "3")],
 )
-def test_each_worker_takes_its_share_of_the_cores(monkeypatch, workercount, preset, expected):
-    """Two workers on two cores: one OpenMP thread each; alone, or outside pytest-xdist, the
-    library's own default; a reader's OMP_NUM_THREADS wins."""
+@pytest.mark.parametrize("setting", run_policy.THREAD_SETTINGS)
+def test_each_worker_takes_its_share_of_the_cores(
+    monkeypatch, setting, workercount, preset, expected
+):
+    """Two workers on two cores: one thread per operation each, PyTorch's and TensorFlow's;
+    alone, or outside pytest-xdist, the library's own default; a reader's setting wins."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setenv("OMP_NUM_THREADS", preset or "")  # restored after the test
-    if preset is None:
-        monkeypatch.delenv("OMP_NUM_THREADS")
+    for name in run_policy.THREAD_SETTINGS:
+        monkeypatch.setenv(name, preset or "")  # restored after the test
+        if preset is None:
+            monkeypatch.delenv(name)
     config = SimpleNamespace()
     if workercount is not None:
         config.workerinput = {"workercount": workercount}
     run_policy.share_the_cores(config)
-    assert os.environ.get("OMP_NUM_THREADS") == expected
+    assert os.environ.get(setting) == expected

@@ -28,6 +28,7 @@ def test_a_failing_step_is_recorded_with_its_error_line():
     assert not outcome["ok"] and outcome["error"] == "ValueError: wrong size"
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_a_step_past_its_deadline_is_stopped():
     outcome = gpu_evidence.run_step([sys.executable, "-c", "while True: pass"], None, 1)
     assert outcome == {"ok": False, "error": "stopped after 1 s"}

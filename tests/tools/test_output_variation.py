@@ -1,6 +1,7 @@
 """tools.output_variation: which printed numbers moved between two runs of a chapter."""
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from tools.output_variation import differences, run
@@ -37,6 +38,7 @@ def test_changed_text_is_a_row_of_its_own():
     assert rows == [("x", "ch", 1, "text", "fit works", "fit fails", "")]
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_a_run_takes_other_knobs_after_the_parameters_cell(tmp_path):
     chapter = new_notebook(
         cells=[

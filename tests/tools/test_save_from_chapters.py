@@ -38,6 +38,7 @@ def copy(tmp_path):
     return tmp_path
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_check_finds_a_module_edited_by_hand_and_the_command_restores_it(copy, capsys):
     chapter = next(iter(SAVED))
     path = module_path(SAVED[chapter][0], copy)

@@ -50,6 +50,7 @@ def test_table_shows_cost_relative_to_the_baseline_of_the_same_mode():
     assert table[1].split()[-1] == "1.00x" and table[2].split()[-1] == "1.25x"
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_quick_run_writes_rows_for_every_configuration(tmp_path):
     """The command line end to end (chapter 7 runs every configuration through run_benchmark)."""
     out = tmp_path / "bench.json"
@@ -117,6 +118,7 @@ def test_a_batch_that_does_not_split_is_refused_before_any_configuration_trains(
         bench.run_benchmark(["a", "b"], [2], ["fit"], global_batch=63, progress=False)
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_the_timed_custom_step_trains_as_chapter_4_s_step():
     """bench keeps its own step so that editing chapter 4 cannot change chapter 7's numbers;
     this holds it to chapter 4's `make_distributed_step`, under two replicas and none. When

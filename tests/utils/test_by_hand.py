@@ -37,6 +37,7 @@ def test_ring_schedule_rejects_bad_counts(bad):
         ring_schedule(bad)
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_split_and_all_reduce_on_logical_devices():
     result = run_fresh(
         """

@@ -1,9 +1,12 @@
 """utils.custom_step, chapter 4's step saved from its page, on two logical CPUs (in a fresh
 process: TensorFlow configures its devices once per process)."""
 
+import pytest
+
 from tests.helpers import run_fresh
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_one_step_is_the_one_device_sgd_step_on_the_global_batch():
     """The step returns the global batch's mean loss, updates the metrics with every
     replica's slice, and applies the one-device SGD update (gradients summed once), with

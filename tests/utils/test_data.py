@@ -126,6 +126,7 @@ def test_batch_examples_needs_a_known_size():
         batch_examples(endless, 2)
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_reading_the_digits_starts_no_tensorflow():
     """PyTorch chapters read the digits without TensorFlow in their kernel."""
     code = (

@@ -131,6 +131,7 @@ def test_eight_gpus_cap_only_those_used(monkeypatch):
     ]
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_two_logical_cpus_rerun_harmless_other_count_says_restart_all_reduce_named():
     result = run_fresh(
         """
@@ -166,6 +167,7 @@ def test_two_logical_cpus_rerun_harmless_other_count_says_restart_all_reduce_nam
     assert "setup_devices(2): 2 logical CPU" in result.stdout
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_one_device_is_the_plain_cpu():
     result = run_fresh(
         """
@@ -177,6 +179,7 @@ def test_one_device_is_the_plain_cpu():
     assert "OK ['/device:CPU:0']" in result.stdout
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_tensorflow_started_first_says_restart():
     result = run_fresh(
         """

@@ -63,6 +63,7 @@ def test_a_failing_process_is_named_with_its_error_and_the_others_are_stopped(tm
     assert time.monotonic() - start < 20 and not marker.exists()
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_a_hung_process_and_its_children_are_killed_at_the_deadline(tmp_path):
     pid_file = tmp_path / "child.pid"
     parent = python(
@@ -91,6 +92,7 @@ def fail_if_rank_1(rank: int) -> None:
         raise ValueError("bad batch size")
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_spawned_processes_are_joined_with_a_deadline():
     import torch.multiprocessing as mp
 
@@ -209,6 +211,7 @@ Root Cause (first observed failure):
 """
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_a_torchrun_failure_is_named_by_its_root_cause(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(

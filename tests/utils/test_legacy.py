@@ -5,6 +5,7 @@ import pytest
 from tests.helpers import run_fresh
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_parallel_model_matches_template_and_trains_like_it():
     result = run_fresh(
         """

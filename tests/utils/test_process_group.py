@@ -4,6 +4,7 @@ on the CPU with gloo when there is no GPU for each."""
 import json
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -24,6 +25,7 @@ def sum_of_ranks(rank: int, world_size: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_two_processes_join_at_a_port_and_all_reduce(tmp_path):
     run_ranks(sum_of_ranks, 2, (2, free_ports(1)[0], str(tmp_path)), timeout_s=60)
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]

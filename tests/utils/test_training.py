@@ -3,9 +3,12 @@ fresh process (TensorFlow configures its devices once per process)."""
 
 import re
 
+import pytest
+
 from tests.helpers import run_fresh
 
 
+@pytest.mark.full  # starts Python programs: the full proof's
 def test_mirrored_fit_equals_one_device_and_the_custom_step():
     """MirroredStrategy on 2 logical CPUs trains the same weights as one plain device, and
     make_distributed_step trains the same weights as fit; fit_model raises no Python warning,
