@@ -24,13 +24,13 @@ def draw_funnel_and_ring(
     Introduced in the multi_gpu_model appendix. The amounts are per training step, in `unit`."""
     if devices < 2:
         raise ValueError("draw_funnel_and_ring: give at least two devices.")
-    figure, (funnel, ring) = plt.subplots(1, 2, figsize=(10, 4.6))
+    figure, (funnel, ring) = plt.subplots(1, 2, figsize=(9, 4.6))
     centres = around_a_ring(devices, 1.8, 1.35)
     for axis in (funnel, ring):
         axis.set(xlim=(-2.35, 2.35), ylim=(-1.9, 1.9), aspect="equal")
         axis.axis("off")
         for device, (x, y) in enumerate(centres):
-            box(axis, x, y, f"GPU {device}", BLUE, fontsize=10)
+            box(axis, x, y, f"GPU {device}", BLUE, fontsize=12)
     total = 2 * devices * hub_each_way
     box(
         funnel,
@@ -38,12 +38,10 @@ def draw_funnel_and_ring(
         0,
         f"CPU: the weights,\nthe merged output\n{total:,.0f} {unit} per step",
         ORANGE,
-        fontsize=10,
+        fontsize=12,
     )
     for x, y in centres:
-        inner, outer = (
-            (0.42, 0.82) if abs(x) > abs(y) else (0.36, 0.76)
-        )  # clear of boxes
+        inner, outer = (0.6, 0.8) if abs(x) > abs(y) else (0.36, 0.76)  # clear of boxes
         funnel.annotate(
             "",
             xy=(x * outer, y * outer),
@@ -52,7 +50,7 @@ def draw_funnel_and_ring(
         )
     funnel.set_title(
         f"multi_gpu_model: {hub_each_way:,.0f} {unit} each way\nbetween every GPU and one device",
-        fontsize=10,
+        fontsize=12,
     )
     for device in range(devices):
         start, end = centres[device], centres[(device + 1) % devices]
@@ -65,7 +63,7 @@ def draw_funnel_and_ring(
     ring.set_title(
         f"ring all-reduce: each GPU sends {ring_each:,.0f} {unit} to the next\n"
         "(under twice the model, however many GPUs)",
-        fontsize=10,
+        fontsize=12,
     )
     figure.tight_layout()
     return figure

@@ -146,7 +146,7 @@ def draw_device_mesh(
     figure, axes = plt.subplots(
         1,
         len(kernels),
-        figsize=(3.6 * len(kernels) + 1.8, 4.4),
+        figsize=(3.3 * len(kernels), 4.4),
         squeeze=False,
         layout="constrained",
     )
@@ -193,7 +193,8 @@ def draw_device_mesh(
             plt.Rectangle((0, 0), 1, 1, lw=1.2, label=f"dev {d}: {name}", **colours[d])
             for d, name in enumerate(devices)
         ],
-        loc="outside right center",
+        loc="outside lower center",
+        ncol=min(n, 4),
         fontsize=9,
         title=f"mesh axis {axis_name!r}",
         title_fontsize=9,

@@ -45,7 +45,7 @@ def draw_resume_timeline(
             )
     end = max(attempt["stop"] for attempt in attempts)
     rows = len(attempts)
-    figure, axis = plt.subplots(figsize=(9, 1.1 * rows + 1.5))
+    figure, axis = plt.subplots(figsize=(6.8, 1.1 * rows + 1.5))
     axis.set(xlim=(-0.02 * end, end * 1.02), ylim=(-0.7, rows - 0.2))
     for boundary in range(0, end + 1, steps_per_epoch):
         axis.axvline(boundary, color="#999999", linestyle=":", linewidth=1)

@@ -223,7 +223,7 @@ def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Seque
     if not len(states) == len(titles) == len(messages):
         raise ValueError("draw_ring_all_reduce: one title and message list per state.")
     n = len(states[0])
-    columns = min(len(states), 3)  # more a row would shrink the text below 9 px
+    columns = min(len(states), 3)  # more a row would shrink the text on a phone
     rows = -(-len(states) // columns)
     figure, axes = plt.subplots(
         rows, columns, figsize=(3.0 * columns, 3.1 * rows + 0.7), squeeze=False
@@ -235,9 +235,9 @@ def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Seque
     for axis, state, title, sent in zip(axes.ravel(), states, titles, messages):
         axis.set(xlim=(-2.15, 2.15), ylim=(-1.75, 1.95), aspect="equal")
         axis.axis("off")
-        axis.set_title(title, fontsize=10)
+        axis.set_title(title, fontsize=12)
         for device, (x, y) in enumerate(centres):
-            axis.text(x, y + 0.36, f"dev {device}", ha="center", fontsize=9)
+            axis.text(x, y + 0.36, f"dev {device}", ha="center", fontsize=11)
             for chunk in range(n):
                 count = int(state[device][chunk])
                 left = x - 0.16 * n + 0.32 * chunk
@@ -252,7 +252,7 @@ def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Seque
                     count,
                     ha="center",
                     va="center",
-                    fontsize=9,
+                    fontsize=11,
                     color="white" if count == n else "black",
                 )
         for source, target, chunk in sent:
@@ -264,12 +264,12 @@ def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Seque
                 arrowprops={**ARROW, "color": "#c07a2c", "lw": 1.4},
             )
             middle = (start + end) / 2 * 0.62
-            axis.text(*middle, f"c{chunk}", fontsize=9, color="#8a5218", ha="center")
+            axis.text(*middle, f"c{chunk}", fontsize=11, color="#8a5218", ha="center")
     figure.suptitle(
         f"Ring all-reduce over {n} devices: a device's squares are its chunks\n"
         f"c0-c{n - 1}, each numbered by how many devices' values it sums;\n"
         "arrows: the step's messages",
-        fontsize=11,
+        fontsize=12,
     )
     figure.tight_layout()
     return figure
