@@ -1,4 +1,5 @@
-"""Figures of the Foundations part (chapter 2): one data-parallel step as it ran."""
+"""Figures of the Foundations part (the quick start, chapter 2): one data-parallel step as
+it ran."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def draw_data_parallel_step(
     """One synchronous data-parallel step as it ran, one column per device; returns the
     figure.
 
-    Introduced in chapter 2. `examples[d]` are the batch's example numbers device d got,
-    `gradients[d]` its gradient from them, `total` the all-reduced sum every device
-    received, and `weights[d]` device d's weights after its update.
+    Drawn in the quick start and chapter 2. `examples[d]` are the batch's example numbers
+    device d got, `gradients[d]` its gradient from them, `total` the all-reduced sum every
+    device received, and `weights[d]` device d's weights after its update.
     """
     if not len(examples) == len(gradients) == len(weights) >= 1:
         raise ValueError(
