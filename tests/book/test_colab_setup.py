@@ -40,7 +40,7 @@ def test_the_colab_block_installs_nothing():
     )
 
 
-@pytest.mark.full  # starts Python programs: the full proof's
+# starts a Python program, yet not `full`: CI's step 3 runs it with Colab's versions
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout to clone from")
 def test_colab_branch_clones_imports_utils_and_changes_no_package(tmp_path):
     _, setup = colab_block(CHAPTERS[0])

@@ -105,3 +105,15 @@ def test_colab_s_versions_leave_out_only_chapters_without_their_libraries():
         imported = re.findall(r"^\s*(?:from|import) (\w+)", cells, re.M)
         found = {"tensorflow", "keras", "jax", "tensorflow_datasets"} & set(imported)
         assert not found, f"{name} imports {found}: take it out of PYTORCH_CHAPTERS"
+
+
+def test_colab_s_versions_run_every_test_of_the_files_they_name():
+    """CI's step 3 runs without --full, so a test marked `full` in a file it names would not
+    run with Colab's versions at all."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    step = ci[ci.index("offline .venv-colab/bin/python -m pytest") :].split("echo", 1)[0]
+    files = re.findall(r"(tests/\S+\.py)", step)
+    assert files
+    for pattern in files:
+        for path in ROOT.glob(pattern):
+            assert "pytest.mark.full" not in path.read_text(), f"{path.name} has a `full` test"

@@ -126,7 +126,7 @@ def test_batch_examples_needs_a_known_size():
         batch_examples(endless, 2)
 
 
-@pytest.mark.full  # starts Python programs: the full proof's
+# starts a Python program, yet not `full`: CI's step 3 runs it with Colab's versions
 def test_reading_the_digits_starts_no_tensorflow():
     """PyTorch chapters read the digits without TensorFlow in their kernel."""
     code = (
