@@ -2,7 +2,8 @@
 
 - Outputs are compared by tests/output_policy.py: nbval's sanitizer returns text whose `!=`
   applies it, with a cell's `difference_bound`.
-- Kernels start one at a time across the pytest-xdist workers, and a kernel that dies while
+- Kernels talk over Unix sockets in the suite's temporary folder (no TCP port to race for),
+  start one at a time across the pytest-xdist workers, and a kernel that dies while
   starting is started once more and says why.
 - The kernel clients run no heartbeat channel.
 - stderr is not compared, and each notebook's items carry the marker `chapter`.
@@ -22,6 +23,7 @@ import pytest
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.channels import HBChannel
+from jupyter_client.manager import KernelManager
 from nbconvert.filters import strip_ansi
 from nbval import kernel as nbval_kernel
 from nbval.plugin import IPyNbCell
@@ -45,21 +47,34 @@ def _sanitize_for_the_output_policy(self, text):
 # nbval compares sanitized outputs with `!=`: this is how floats get a tolerance.
 IPyNbCell.sanitize = _sanitize_for_the_output_policy
 
+
+def _kernel_on_unix_sockets(**kwargs) -> KernelManager:
+    """nbval's kernel manager, with the kernel's channels on Unix sockets in the suite's
+    temporary folder instead of TCP ports. Over TCP, jupyter_client picks free ports before
+    the kernel binds them, so anything that takes one in between (another kernel starting,
+    or one of the ports the chapters' DDP programs and torchrun pick the same way) leaves a
+    kernel that never answers or dies at its start (jupyter/jupyter_client#487; seen here
+    as "Kernel didn't respond in 60 seconds" for every cell of a chapter, and once as
+    "Kernel died before replying to kernel_info" for chapter 18 on a loaded machine).
+    Socket files in the suite's own folder are taken by nothing else."""
+    folder = os.environ.get("TMPDIR", tempfile.gettempdir())
+    return KernelManager(transport="ipc", ip=os.path.join(folder, "kernel"), **kwargs)
+
+
+nbval_kernel.KernelManager = _kernel_on_unix_sockets
 _nbval_start_new_kernel = nbval_kernel.start_new_kernel
 #: one file for every pytest-xdist worker (and any suite running beside this one)
 KERNEL_START_LOCK = "/tmp/multigpu-book-kernel-start.lock"
 
 
 def _start_new_kernel_alone(*args, **kwargs):
-    """nbval's kernel start, one at a time across pytest-xdist workers: jupyter_client
-    picks free ports before the kernel binds them, so two kernels starting at once can
-    pick the same ones and one never answers (jupyter/jupyter_client#487; seen here as
-    "Kernel didn't respond in 60 seconds" for every cell of a chapter).
+    """nbval's kernel start, one at a time across pytest-xdist workers: a kernel's socket
+    files are named before it creates them, so two kernels starting at once could pick
+    the same names.
 
     nbval sends the kernel's stderr to /dev/null, so a kernel that died while starting
-    said nothing ("Kernel died before replying to kernel_info", seen once for chapter 18 on
-    a loaded machine): its stderr goes to a file instead, a failed start is tried once
-    more, and a second failure raises with the tail of both starts' stderr."""
+    said nothing: its stderr goes to a file instead, a failed start is tried once more, and
+    a second failure raises with the tail of both starts' stderr."""
     said = []
     for attempt in (1, 2):
         with tempfile.TemporaryFile("w+") as stderr:
