@@ -69,8 +69,9 @@ KERNEL_START_LOCK = "/tmp/multigpu-book-kernel-start.lock"
 
 def _start_new_kernel_alone(*args, **kwargs):
     """nbval's kernel start, one at a time across pytest-xdist workers: a kernel's socket
-    files are named before it creates them, so two kernels starting at once could pick
-    the same names.
+    files are named before it creates them, so two kernels starting at once in one folder
+    could pick the same names (each worker has its own temporary folder; the lock covers a
+    suite run without one, and spreads the starts' load).
 
     nbval sends the kernel's stderr to /dev/null, so a kernel that died while starting
     said nothing: its stderr goes to a file instead, a failed start is tried once more, and
