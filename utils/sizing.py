@@ -715,30 +715,41 @@ PUBLISHED_RUNS = [
 ]
 
 
+#: The form's fields the presets leave as the page opens with them: 8 H100s in one machine
+#: over NVLink, DDP (replicated), Adam, no recomputation, 10% kept free, no price.
+FORM = dict(
+    accumulation=1,
+    gpus=8,
+    gpusPerMachine=8,
+    stage="replicated",
+    optimizer="Adam",
+    recompute=False,
+    gpu="H100 SXM",
+    busBandwidth=370,
+    network=3200,
+    latency=10,
+    margin=10,
+    price=None,
+)
+
+
 def published_inputs(run: dict, recompute: bool, mfu: float) -> dict:
     """The calculator's inputs for one of PUBLISHED_RUNS: its model, GPUs and batch, FSDP
     with autocast's layout (float32 weights, gradients and AdamW state; bfloat16 gathers,
     float32 reduce-scatters, as torchtitan's MixedPrecisionPolicy), 8 GPUs a machine with
     the page's links (torchtitan's H100s: NVLink, 400 Gb/s a GPU between machines)."""
     return {
+        **FORM,
         **_LLAMA_3,
         **LLAMA_3[run["model"]],
         "batch": run["batch"],
-        "accumulation": 1,
         "gpus": run["gpus"],
-        "gpusPerMachine": 8,
         "precision": "autocast",
-        "optimizer": "Adam",
         "stage": "ZeRO-3 / FSDP",
         "recompute": recompute,
         "gpu": run["gpu"],
         "mfu": mfu,
-        "busBandwidth": 370,
-        "network": 3200,
-        "latency": 10,
-        "margin": 10,
         "tokensToTrain": 1e12,
-        "price": None,
     }
 
 
@@ -803,5 +814,67 @@ def published_table() -> str:
             f"| {row['run']} | {row['gpus']} {row['gpu'].split()[0]} | {row['batch']} | "
             f"{row['recomputed']} | {mfu} | {row['tokens_per_s']:,}, "
             f"{row['calculator_tokens_per_s']:,.0f} | {published}, {gib} |"
+        )
+    return "\n".join(lines)
+
+
+#: The book's own transformer runs on one H100 (EVIDENCE's rows, by "step") that the
+#: calculator is held to, with the preset of the shape each ran and its recipe's sharding.
+MEASURED_RUNS = [
+    (f"transformer {size}, {recipe}", preset, stage)
+    for size, preset in (
+        ("recipe size", "The recipes' transformer (3.3 M)"),
+        ("large", "The recipes' large transformer (153 M)"),
+        ("large, batch 64", "The recipes' large transformer (153 M)"),
+    )
+    for recipe, stage in (("torch_ddp", "replicated"), ("torch_fsdp", "ZeRO-3 / FSDP"))
+]
+
+
+def measured_comparison(evidence: dict) -> list[dict]:
+    """Each of MEASURED_RUNS (`evidence`: EVIDENCE's rows by step) beside the calculator as
+    a reader would use it: the preset of its shape (its MFU one run's) on one H100, the
+    run's batch and sharding. Its step time and peak memory, measured and estimated."""
+    rows = []
+    for step, preset, stage in MEASURED_RUNS:
+        result = evidence[step]["result"]
+        fields = {k: v for k, v in PRESETS[preset].items() if k != "measured"}
+        inputs = {
+            **FORM,
+            **fields,
+            "gpus": 1,
+            "stage": stage,
+            "batch": result["batch_per_device"],
+        }
+        answer = calculate(inputs)
+        rows.append(
+            {
+                "run": step.removeprefix("transformer "),
+                "parameters": result["parameters"],
+                "batch": result["batch_per_device"],
+                "mfu": 100 * result["mfu"],
+                "preset_mfu": fields["mfu"],
+                "step_ms": 1e3 * result["mean_step_time_s"],
+                "calculator_step_ms": 1e3 * answer["step"]["step_s"],
+                "memory_gb": result["peak_memory_bytes"] / 1e9,
+                "calculator_memory_gb": answer["total"] / 1e9,
+            }
+        )
+    return rows
+
+
+def measured_table(evidence: dict) -> str:
+    """measured_comparison(evidence) as the Markdown table of before_you_rent_gpus.md."""
+    lines = [
+        "| the book's run on one H100 | weights | sequences | MFU: run, preset | "
+        "step ms: run, calculator | peak GB: run, calculator |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in measured_comparison(evidence):
+        lines.append(
+            f"| {row['run']} | {row['parameters'] / 1e6:.3g} M | {row['batch']} | "
+            f"{row['mfu']:.3g}%, {row['preset_mfu']:.3g}% | "
+            f"{row['step_ms']:.3g}, {row['calculator_step_ms']:.3g} | "
+            f"{row['memory_gb']:.3g}, {row['calculator_memory_gb']:.3g} |"
         )
     return "\n".join(lines)
