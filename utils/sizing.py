@@ -866,15 +866,16 @@ def measured_comparison(evidence: dict) -> list[dict]:
 def measured_table(evidence: dict) -> str:
     """measured_comparison(evidence) as the Markdown table of before_you_rent_gpus.md."""
     lines = [
-        "| the book's run on one H100 | weights | sequences | MFU: run, preset | "
-        "step ms: run, calculator | peak GB: run, calculator |",
+        "| recipe on one H100 | weights | sequences a step | MFU: measured, preset's | "
+        "step ms: measured, calculator | peak GB: measured, calculator |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in measured_comparison(evidence):
+        recipe = "FSDP2" if row["run"].endswith("torch_fsdp") else "DDP"
         lines.append(
-            f"| {row['run']} | {row['parameters'] / 1e6:.3g} M | {row['batch']} | "
+            f"| {recipe} | {row['parameters'] / 1e6:.3g} M | {row['batch']} | "
             f"{row['mfu']:.3g}%, {row['preset_mfu']:.3g}% | "
-            f"{row['step_ms']:.3g}, {row['calculator_step_ms']:.3g} | "
+            f"{row['step_ms']:.1f}, {row['calculator_step_ms']:.1f} | "
             f"{row['memory_gb']:.3g}, {row['calculator_memory_gb']:.3g} |"
         )
     return "\n".join(lines)

@@ -6,13 +6,14 @@ failing or hanging step, or worker, is recorded and the others go on."""
 import json
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from tests.helpers import ROOT, import_recipe
+from tests.helpers import PYTORCH_CHAPTERS, ROOT, import_recipe
 from tools import chapter_workers, gpu_evidence, profile_transformer
 from tools.shared_gpu import OnSharedGpu
 from utils.pytorch_ddp import run_ranks
@@ -70,6 +71,22 @@ def test_a_failing_worker_is_recorded_and_the_next_one_runs(tmp_path, monkeypatc
     assert (tmp_path / "06_pytorch_dp_ddp" / "ddp_worker.py").is_file()  # the chapter's file
 
 
+def test_the_gpu_chapters_are_the_pytorch_ones_and_13():
+    """Chapter 13 mixes PyTorch and TensorFlow: its PyTorch cells run on the GPU too."""
+    assert sorted([*PYTORCH_CHAPTERS, "13_precision_and_accumulation"]) == (
+        gpu_evidence.GPU_CHAPTERS
+    )
+
+
+def test_the_gpu_machines_wheels_are_the_books_versions():
+    """tools/gpu_wheels.txt pins what the lent machines lack at this environment's versions,
+    Keras, mlxtend and nbval with the kernel among them."""
+    lines = (ROOT / "tools" / "gpu_wheels.txt").read_text().splitlines()
+    pins = dict(line.split("==") for line in lines if line and not line.startswith("#"))
+    assert {"keras", "mlxtend", "nbval", "ipykernel", "nbconvert"} <= pins.keys()
+    assert {name: metadata.version(name) for name in pins} == pins
+
+
 def where_ranks_train(rank, out):
     """A worker: what `ddp_device` answers in this process where NCCL would take a GPU a
     process (4 GPUs, 2 processes), through a module that imported it."""
@@ -121,6 +138,8 @@ def test_the_dry_run_runs_every_step_and_records_each(tmp_path):
             workers = [w["worker"] for w in row["workers"]]
             assert workers == ["fsdp_worker", "fsdp_restore_worker"]
             assert row["workers"][1]["report"]["processes"] == 3  # restored on one more
+        elif row["step"] == gpu_evidence.NBVAL:  # the dry run collects every chapter's cells
+            assert "tests collected" in row["summary"] and not row["failed"]
         elif row["step"] == "preflight":  # every check on 2 CPU processes
             assert row["printed"][-1].endswith("checks passed, 2 rank(s) on 1 host(s)")
         else:  # the quick start's programs print their test accuracy
