@@ -92,6 +92,12 @@ def start_jax(args):
     import jax
     import keras
 
+    try:  # keras.utils.set_random_seed seeds TensorFlow too, where it is installed:
+        import tensorflow as tf  # keep it off the GPUs that JAX uses
+
+        tf.config.set_visible_devices([], "GPU")
+    except ImportError:
+        pass
     if not args.tf32:
         jax.config.update("jax_default_matmul_precision", "highest")
     if args.coordinator or os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
@@ -126,30 +132,27 @@ def save_weights(model, path: Path, is_writer: bool) -> None:
         model.save_weights(Path(folder) / path.name)
 
 
-def batches(keras, jax, images, labels, batch: int, seed=None, first_epoch: int = 0):
+def batches(keras, jax, images, labels, batch: int, seed=None):
     """Whole batches of `batch` examples (every device gets an equal slice), each process
-    reading its own slice of each; a new order each epoch from `seed` and the epoch's number
-    (the same after a resume), or the examples in order if `seed` is None."""
+    reading its own slice of each; shuffled by `seed` and the `epoch` attribute (fit's
+    epoch number, which the training sets as each epoch begins, so a resumed run reads an
+    uninterrupted run's order), or the examples in order if `seed` is None."""
     share = batch // jax.process_count()
     start = jax.process_index() * share
 
     class Batches(keras.utils.PyDataset):
-        def __init__(self):
-            super().__init__()
-            self.epoch = first_epoch - 1
-            self.on_epoch_end()
-
-        def on_epoch_end(self):
-            self.epoch += 1
-            self.order = np.arange(len(labels))
-            if seed is not None:
-                self.order = np.random.default_rng([seed, self.epoch]).permutation(self.order)
+        epoch, shuffled = 0, (None, None)  # (epoch, its order)
 
         def __len__(self):
             return len(labels) // batch
 
         def __getitem__(self, index):
-            mine = self.order[index * batch + start :][:share]
+            if self.shuffled[0] != self.epoch:
+                order = np.arange(len(labels))
+                if seed is not None:
+                    order = np.random.default_rng([seed, self.epoch]).permutation(order)
+                self.shuffled = (self.epoch, order)
+            mine = self.shuffled[1][index * batch + start :][:share]
             return images[mine], labels[mine]
 
     return Batches()
@@ -197,8 +200,14 @@ def main(argv=None) -> None:
         print(f"resumed from {saved['weights']}: epoch {initial_epoch}", flush=True)
     is_writer = jax.process_index() == 0
 
+    train = batches(keras, jax, x_train, y_train, global_batch, args.seed)
+
     class Progress(step_timer(keras)):
-        """Checkpoint each epoch; where fit (re)started, and step times."""
+        """Each epoch's order; a checkpoint each epoch; where fit (re)started, step times."""
+
+        def on_epoch_begin(self, epoch, logs=None):
+            super().on_epoch_begin(epoch, logs)
+            train.epoch = epoch  # fit's number: after a resume, the epoch it resumed at
 
         def on_epoch_end(self, epoch, logs=None):
             name = f"epoch-{epoch + 1}.weights.h5"
@@ -217,7 +226,7 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     progress = Progress()
     history = model.fit(
-        batches(keras, jax, x_train, y_train, global_batch, args.seed, initial_epoch),
+        train,
         epochs=args.epochs,
         shuffle=False,  # batches shuffles
         initial_epoch=initial_epoch,

@@ -157,7 +157,8 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
             )
         )
     results = work / "cnn-keras_jax.jsonl"
-    keras_epochs = "--epochs 1 --limit-examples 640" if dry_run else "--epochs 5"
+    # on a GPU, --platform gpu: JAX's CUDA failing to start is an error, not a CPU run
+    keras_epochs = "--epochs 1 --limit-examples 640" if dry_run else "--epochs 5 --platform gpu"
     keras_jax = [sys.executable, str(RECIPES / "keras_jax.py"), *keras_epochs.split()]
     out = ["--out", str(work / "cnn-keras_jax"), "--results", str(results)]
     planned.append(("CNN, keras_jax, auto precision", [*keras_jax, *out], results))
