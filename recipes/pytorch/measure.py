@@ -88,6 +88,7 @@ def results_row(run) -> dict:
         "device_type": device.type,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "precision": run.strategy.precision,
+        "compiled": args.compile,
         "batch_per_device": args.batch_per_device,
         "global_batch": run.global_batch,
         "learning_rate": run.lr,

@@ -52,6 +52,11 @@ class DDPStrategy:
         self.out = Path(args.out)
         self.checkpoint = self.out / "checkpoint.pt"
 
+    def compile(self, model: nn.Module) -> None:
+        """torch.compile the whole model, in place, before DDP wraps it: TorchDynamo's
+        DDPOptimizer splits its graph at the buckets so the all-reduces still overlap."""
+        model.compile()
+
     def wrap(self, model: nn.Module) -> nn.Module:
         """Every process holds the whole model; DDP broadcasts rank 0's weights and
         all-reduces the gradients in buckets while the backward pass runs."""
@@ -116,17 +121,27 @@ class FSDPStrategy(DDPStrategy):
         policy = MixedPrecisionPolicy()
         if self.precision == "bf16":
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        if hasattr(model, "blocks"):  # the transformer: one unit per block, as is usual
-            units = list(model.blocks)
-        else:
-            units = [
-                layer
-                for layer in model.modules()
-                if layer is not model and any(True for _ in layer.parameters(recurse=False))
-            ]
-        for unit in units:
+        for unit in self.units(model):
             fully_shard(unit, mesh=mesh, mp_policy=policy)
         return fully_shard(model, mesh=mesh, mp_policy=policy)
+
+    @staticmethod
+    def units(model: nn.Module) -> list[nn.Module]:
+        """The units of sharding below the whole model: the transformer's blocks, as is
+        usual, or each layer with weights of its own."""
+        if hasattr(model, "blocks"):
+            return list(model.blocks)
+        return [
+            layer
+            for layer in model.modules()
+            if layer is not model and any(True for _ in layer.parameters(recurse=False))
+        ]
+
+    def compile(self, model: nn.Module) -> None:
+        """torch.compile each unit, in place, before fully_shard wraps it (as torchtitan
+        does): FSDP2's gathers and reduce-scatters run between the compiled units."""
+        for unit in self.units(model):
+            unit.compile()
 
     def autocast(self):
         """No autocast: the MixedPrecisionPolicy of `wrap` casts instead."""

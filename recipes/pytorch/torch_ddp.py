@@ -21,7 +21,7 @@ do differently, side by side), models.py, data.py, measure.py (operations, MFU, 
 results row). Where the book explains each part:
 - one process per GPU, DistributedSampler, gradients averaged by DDP: chapter 6; the
   DataLoader's worker processes, pinned memory and a random generator per rank: chapter 11;
-  DDP's gradient buckets (--bucket-cap-mb): chapter 17
+  DDP's gradient buckets (--bucket-cap-mb) and torch.compile with DDP (--compile): chapter 17
 - checkpoints each epoch written atomically, automatic resume, a clean stop on SIGTERM
   (what Slurm and Kubernetes send before they stop a job): chapter 8
 - torchrun, several machines, restarts (--max-restarts): chapter 9

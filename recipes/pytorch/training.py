@@ -161,6 +161,8 @@ def build(run: TrainingRun, train: TensorDataset, classes: int) -> None:
     run.tokens_per_example = train.tensors[1][0].numel()
     run.flops_per_step = training_flops(args, classes, *train[: args.batch_per_device])
     run.peak_flops = peak_flops(args, strategy.device, strategy.precision, run.log)
+    if args.compile:
+        strategy.compile(bare)  # compiled as the first steps run it
     run.model = strategy.wrap(bare)
     run.optimizer = build_optimizer(args, run.model, run.lr)
     run.scheduler = warmup(run.optimizer, run.warmup_steps)

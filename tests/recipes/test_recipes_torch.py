@@ -514,3 +514,27 @@ def test_the_transformer_trains_and_reports_tokens_and_mfu(recipe, tmp_path):
         record["flops_per_step_per_device"] * steps_per_s / record["peak_flops_per_device"]
     )
     assert 0 < record["mfu"] < 1 and record["peak_memory_bytes"] is None  # on a CPU
+
+
+@pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
+@pytest.mark.parametrize("recipe", ["torch_ddp", "torch_fsdp"])
+def test_compiled_the_transformer_trains_as_it_does_eagerly(recipe, tmp_path):
+    """--compile (the whole model before DDP, as chapter 17 does; FSDP2's units): Inductor
+    compiles, and 12 steps of the tiny transformer in float32 log eager's losses to
+    float32's rounding."""
+    flags = (
+        "--model transformer --context 32 --width 64 --layers 2 --heads 2 --text-bytes 40000 "
+        "--epochs 1 --max-steps 12 --batch-per-device 8 --num-workers 0 --log-every 1 "
+        "--precision fp32 --deterministic"
+    ).split()
+    logged, cache = {}, tmp_path / "inductor"
+    for compiled in (False, True):
+        out = tmp_path / f"{recipe}-{'compiled' if compiled else 'eager'}"
+        command = torchrun(recipe, out, *flags, *(["--compile"] if compiled else []))
+        env = {**CPU, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+        (output,) = run_processes([command], envs=[env], cwd=PYTORCH, timeout_s=240)
+        logged[compiled] = [float(loss) for _, _, loss in LOGGED_LOSS.findall(output)]
+        (record,) = results(out)
+        assert record["compiled"] is compiled and record["steps"] == 12
+    assert any(cache.rglob("*.py")), "Inductor wrote no kernels"
+    assert len(logged[True]) == 12 and logged[True] == pytest.approx(logged[False], rel=1e-4)
