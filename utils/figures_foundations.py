@@ -35,7 +35,7 @@ def draw_data_parallel_step(
         )
     n = len(examples)
 
-    figure, axis = plt.subplots(figsize=(2.9 * n + 1.6, 4.4))
+    figure, axis = plt.subplots(figsize=(2.3 * n + 1.5, 4.4))
     axis.set(xlim=(0, n), ylim=(0, 4.3))
     axis.axis("off")
     rows = [  # (height, label, the text in each device's box)

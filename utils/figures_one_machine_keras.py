@@ -32,7 +32,7 @@ def plot_curves(
     Introduced in chapter 3. `histories` maps a run's label to its Keras history dict.
     """
     figure, axes = plt.subplots(
-        1, len(metrics), figsize=(4.5 * len(metrics), 3.2), squeeze=False
+        1, len(metrics), figsize=(3.5 * len(metrics), 3.2), squeeze=False
     )
     for axis, metric in zip(axes[0], metrics):
         for (label, history), style in zip(
@@ -75,7 +75,7 @@ def draw_mirrored_strategy(
             "value per device."
         )
     n = len(devices)
-    figure, axis = plt.subplots(figsize=(2.9 * n + 1.8, 4.2))
+    figure, axis = plt.subplots(figsize=(2.3 * n + 1.6, 4.2))
     axis.set(xlim=(0, n), ylim=(0, 4.2))
     axis.axis("off")
     rows = [  # (height, label, colours, the text in each device's box)
@@ -125,7 +125,7 @@ def draw_average_loss(
     if not sums or len(sums) != len(sizes):
         raise ValueError("draw_average_loss: give one sum and one size per replica.")
     replicas = len(sums)
-    figure, axis = plt.subplots(figsize=(8.0, 1.4 + 0.9 * replicas))
+    figure, axis = plt.subplots(figsize=(6.4, 1.4 + 0.9 * replicas))
     axis.set(xlim=(0, 10.5), ylim=(-0.8, replicas + 0.2))
     axis.axis("off")
     scaled = [s / global_batch for s in sums]
@@ -191,7 +191,7 @@ def draw_collectives(before: Sequence[Sequence[float]], after: Mapping[str, Sequ
     figure, axes = plt.subplots(
         rows,
         columns,
-        figsize=(2.45 * columns, (0.55 * devices + 1.3) * rows),
+        figsize=(2.3 * columns, (0.6 * devices + 1.3) * rows),
         squeeze=False,
     )
     for axis in axes.ravel()[panels:]:
@@ -200,13 +200,13 @@ def draw_collectives(before: Sequence[Sequence[float]], after: Mapping[str, Sequ
     for axis, (title, held) in zip(axes.ravel(), held_by):
         axis.set(xlim=(0, 1), ylim=(devices - 0.4, -0.8))
         axis.axis("off")
-        axis.set_title(title, fontsize=10)
+        axis.set_title(title, fontsize=11)
         for device, values in enumerate(held):
             kept = values is None
             values = before[device] if kept else values
             text = " ".join(f"{v:g}" for v in np.atleast_1d(values))
             colours = GREY if kept or title == "before" else ORANGE
-            box(axis, 0.5, device, f"dev {device}: {text}", colours, fontsize=9)
+            box(axis, 0.5, device, f"dev {device}: {text}", colours, fontsize=10)
     figure.tight_layout()
     return figure
 
@@ -226,7 +226,7 @@ def draw_ring_all_reduce(states, titles: Sequence[str], messages: Sequence[Seque
     columns = min(len(states), 3)  # more a row would shrink the text on a phone
     rows = -(-len(states) // columns)
     figure, axes = plt.subplots(
-        rows, columns, figsize=(3.0 * columns, 3.1 * rows + 0.7), squeeze=False
+        rows, columns, figsize=(2.6 * columns, 2.7 * rows + 0.7), squeeze=False
     )
     for axis in axes.ravel()[len(states) :]:
         axis.remove()

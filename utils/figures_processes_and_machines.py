@@ -114,7 +114,7 @@ def draw_tf_config(configs: Sequence[Mapping]):
         for index, address in enumerate(cluster[kind])
     ]
     has_chief = "chief" in cluster
-    figure, axis = plt.subplots(figsize=(3.2 * len(tasks) + 0.6, 2.6))
+    figure, axis = plt.subplots(figsize=(3.0 * len(tasks) + 0.4, 2.8))
     axis.set(xlim=(-0.6, len(tasks) - 0.4), ylim=(-1.2, 1.1))
     axis.axis("off")
     for position, (kind, index, address) in enumerate(tasks):
@@ -127,7 +127,7 @@ def draw_tf_config(configs: Sequence[Mapping]):
             0.35,
             f"{kind} {index}, {address}\n{task}{role}",
             GREEN if chief else BLUE,
-            fontsize=8,
+            fontsize=9,
         )
     if len(tasks) > 1:
         axis.annotate(
@@ -141,11 +141,11 @@ def draw_tf_config(configs: Sequence[Mapping]):
             -0.75,
             "all-reduce of the gradients, every step",
             ha="center",
-            fontsize=8,
+            fontsize=9,
             color="#8a5218",
         )
     axis.set_title(
-        'Every worker gets the same "cluster" and its own "task"', fontsize=10
+        'Every worker gets the same "cluster" and its own "task"', fontsize=11
     )
     figure.tight_layout()
     return figure
