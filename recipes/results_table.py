@@ -9,15 +9,16 @@ share of the device's peak the training's operations reach) and peak memory (cha
 By default it prints the columns that compare runs: the recipe, the model's size (weights),
 devices, precision, global batch, examples/s per device, efficiency and MFU, at most 100
 characters a line for the recipes' rows (PyTorch's or Keras's, models under a billion
-weights). --wide prints every column (the model's name, the device type, step time, test
-accuracy, tokens/s per device and peak memory too); --columns the ones named.
+weights). --wide prints every column (the model's name, the device type, whether it was
+compiled, step time, test accuracy, tokens/s per device and peak memory too); --columns the
+ones named.
 
 It also reads what `python -m tools.gpu_evidence` wrote (recipes/measured/*_evidence.jsonl):
 the recipes' rows in it, one per step that trained.
 
 Efficiency is examples/s per device with N devices over examples/s per device with 1, for
-runs of the same recipe, model, device type, precision and per-device batch: 100% is perfect
-scaling; the rest went to communication and waiting.
+runs of the same recipe, model, device type, precision, compiling (--compile) and per-device
+batch: 100% is perfect scaling; the rest went to communication and waiting.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ OPTIONAL = {
     "tokens": "tokens_per_s_per_device",
     "mfu": "mfu",
     "memory": "peak_memory_bytes",
+    "compiled": "compiled",
 }
 COLUMNS = [
     ("recipe", "recipe", "{}"),
@@ -52,6 +54,7 @@ COLUMNS = [
     ("devices", "devices", "{}"),
     ("device", "device_type", "{}"),
     ("precision", "precision", "{}"),
+    ("compiled", "compiled", "{}"),
     ("global batch", "global_batch", "{}"),
     ("examples/s per device", "per_device", "{:.1f}"),
     ("efficiency", "efficiency", "{:.0%}"),
@@ -115,10 +118,11 @@ def read_runs(paths: list[str]) -> list[dict]:
 
 def _group(run: dict) -> tuple:
     """Runs that scale against each other: same recipe, model and its size (weights),
-    device type, precision and per-device batch."""
+    device type, precision, compiled or not, and per-device batch."""
     batch_per_device = run["global_batch"] // max(run["devices"], 1)
     model = run["model"], run["weights"]
-    return run["recipe"], model, run["device_type"], run["precision"], batch_per_device
+    kind = run["device_type"], run["precision"], bool(run["compiled"])
+    return run["recipe"], model, *kind, batch_per_device
 
 
 def add_efficiency(runs: list[dict]) -> None:
@@ -161,14 +165,15 @@ def plot_scaling(runs: list[dict], path: str) -> None:
     for run in runs:
         if run["per_device"]:
             groups.setdefault(_group(run), {})[run["devices"]] = run["per_device"] * run["devices"]
-    for (recipe, (model, weights), device, precision, batch), points in groups.items():
+    for (recipe, (model, weights), device, precision, compiled, batch), points in groups.items():
         devices = sorted(points)
         size = f", {weights:,} weights" if weights else ""
+        how = f"{precision}, compiled" if compiled else precision
         (line,) = axes.plot(
             devices,
             [points[d] for d in devices],
             "o-",
-            label=f"{recipe} ({model}{size}), {device}, {precision}, {batch} per device",
+            label=f"{recipe} ({model}{size}), {device}, {how}, {batch} per device",
         )
         if 1 in points:
             axes.plot(devices, [points[1] * d for d in devices], "--", color=line.get_color())

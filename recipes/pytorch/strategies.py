@@ -138,10 +138,12 @@ class FSDPStrategy(DDPStrategy):
         ]
 
     def compile(self, model: nn.Module) -> None:
-        """torch.compile each unit, in place, before fully_shard wraps it (as torchtitan
-        does): FSDP2's gathers and reduce-scatters run between the compiled units."""
+        """torch.compile each unit's forward before fully_shard wraps it (torchtitan
+        compiles each block): FSDP2's hooks, which gather and reduce-scatter, run eagerly
+        around it. Not `unit.compile()`: TorchDynamo skips the calls of FSDP2's hooks,
+        and with them a torch.nn layer's own forward (the CNN's units)."""
         for unit in self.units(model):
-            unit.compile()
+            unit.forward = torch.compile(unit.forward)
 
     def autocast(self):
         """No autocast: the MixedPrecisionPolicy of `wrap` casts instead."""

@@ -63,7 +63,14 @@ def parse_args(argv: list[str] | None = None):
         "full (default: DDP's own, 25 MiB after a first bucket of 1 MiB; any value "
         "given sizes the first bucket too)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.compile and args.bucket_cap_mb is not None and args.bucket_cap_mb < 1:
+        raise SystemExit(  # chapter 17, section 6: DDPOptimizer's first bucket is 1 MiB
+            f"--compile with --bucket-cap-mb {args.bucket_cap_mb}: torch.compile splits "
+            "the model at buckets whose first is 1 MiB, and fails on smaller ones; give 1 "
+            "or more."
+        )
+    return args
 
 
 @record  # torchrun's failure summary then shows the failing rank's traceback

@@ -223,6 +223,12 @@ def test_help_lists_the_flags(recipe):
             {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"},
             "--width 100 must be a multiple of --heads 3.",
         ),
+        (
+            ["--compile", "--bucket-cap-mb", "0.5"],
+            {},
+            "--compile with --bucket-cap-mb 0.5: torch.compile splits the model at buckets "
+            "whose first is 1 MiB",
+        ),
     ],
     ids=[
         "without torchrun",
@@ -231,6 +237,7 @@ def test_help_lists_the_flags(recipe):
         "images for the transformer",
         "text too short",
         "width and heads",
+        "compile with small buckets",
     ],
 )
 def test_a_wrong_launch_gets_one_clear_line(args, env, message):
@@ -315,19 +322,22 @@ def test_results_table_compares_with_the_one_device_run(ddp_run, tmp_path, capsy
     _results_table().main([str(made), str(ddp_run[0]) + ".jsonl", "--plot", str(plot), "--wide"])
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 2 + 4 + 1  # header, rule, runs, "plot saved"
-    assert rows[3].split()[:9] == [
+    assert rows[3].split()[:10] == [
         "torch_ddp",
         "cnn",  # results without a model are the CNN's
         "-",  # nor their weights
         "8",
         "cuda",
         "bf16",
+        "-",  # nor whether they compiled
         "512",
         "5760.0",
         "90%",
     ]
-    assert rows[4].split()[8] == "-"  # no 1-device run to compare with
-    assert rows[5].split()[:7] == ["torch_ddp", "cnn", "12,810", "2", "cpu", "fp32", "16"]
+    assert rows[4].split()[9] == "-"  # no 1-device run to compare with
+    assert rows[5].split()[:8] == [
+        "torch_ddp", "cnn", "12,810", "2", "cpu", "fp32", "False", "16",
+    ]  # fmt: skip
     assert plot.stat().st_size > 0
 
 
@@ -517,24 +527,44 @@ def test_the_transformer_trains_and_reports_tokens_and_mfu(recipe, tmp_path):
 
 
 @pytest.mark.full  # an end-to-end launch: the full proof (CONTRIBUTING.md)
-@pytest.mark.parametrize("recipe", ["torch_ddp", "torch_fsdp"])
-def test_compiled_the_transformer_trains_as_it_does_eagerly(recipe, tmp_path):
-    """--compile (the whole model before DDP, as chapter 17 does; FSDP2's units): Inductor
-    compiles, and 12 steps of the tiny transformer in float32 log eager's losses to
-    float32's rounding."""
+@pytest.mark.parametrize(
+    ("recipe", "model"),
+    [("torch_ddp", "transformer"), ("torch_fsdp", "transformer"), ("torch_fsdp", "cnn")],
+)
+def test_compiled_a_model_trains_as_it_does_eagerly(recipe, model, tmp_path):
+    """--compile (the whole model before DDP, as chapter 17 does; each of FSDP2's units):
+    Inductor compiles, and 12 steps in float32 log eager's losses to float32's rounding."""
+    size = (
+        "--context 32 --width 64 --layers 2 --heads 2 --text-bytes 40000"
+        if model == "transformer"
+        else "--limit-examples 512"
+    )
     flags = (
-        "--model transformer --context 32 --width 64 --layers 2 --heads 2 --text-bytes 40000 "
-        "--epochs 1 --max-steps 12 --batch-per-device 8 --num-workers 0 --log-every 1 "
-        "--precision fp32 --deterministic"
+        f"--model {model} {size} --epochs 1 --max-steps 12 --batch-per-device 8 "
+        "--num-workers 0 --log-every 1 --precision fp32 --deterministic"
     ).split()
-    logged, cache = {}, tmp_path / "inductor"
+    logged = {}
     for compiled in (False, True):
-        out = tmp_path / f"{recipe}-{'compiled' if compiled else 'eager'}"
+        out, cache = tmp_path / f"compiled-{compiled}", tmp_path / f"inductor-{compiled}"
         command = torchrun(recipe, out, *flags, *(["--compile"] if compiled else []))
         env = {**CPU, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
         (output,) = run_processes([command], envs=[env], cwd=PYTORCH, timeout_s=240)
         logged[compiled] = [float(loss) for _, _, loss in LOGGED_LOSS.findall(output)]
         (record,) = results(out)
         assert record["compiled"] is compiled and record["steps"] == 12
-    assert any(cache.rglob("*.py")), "Inductor wrote no kernels"
+        assert any(cache.rglob("*.py")) is compiled, "Inductor's kernels"
     assert len(logged[True]) == 12 and logged[True] == pytest.approx(logged[False], rel=1e-4)
+
+
+def test_results_table_scales_compiled_runs_against_compiled_ones():
+    """A compiled run's efficiency is over the compiled one-device run's, not eager's."""
+    table = _results_table()
+    common = dict(recipe="torch_ddp", model="cnn", weights=10, device_type="cuda")
+    common |= dict(precision="bf16", global_batch=64, step_time_s=1.0, memory=None)
+    runs = [
+        {**common, "devices": 1, "per_device": 100.0, "compiled": False},
+        {**common, "devices": 1, "per_device": 200.0, "compiled": True},
+        {**common, "global_batch": 128, "devices": 2, "per_device": 180.0, "compiled": True},
+    ]
+    table.add_efficiency(runs)
+    assert [run["efficiency"] for run in runs] == [1.0, 1.0, 0.9]
