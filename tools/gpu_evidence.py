@@ -197,6 +197,8 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
 def install(wheels: Path) -> str:
     """Install every wheel in `wheels` (no network, no dependencies: tools/gpu_wheels.txt
     lists what the lent machines lack); what pip said last."""
+    if not any(wheels.glob("*.whl")):
+        raise SystemExit(f"--wheels {wheels}: no wheels there (tools/gpu_wheels.txt says how).")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
          *map(str, sorted(wheels.glob("*.whl")))],

@@ -26,6 +26,11 @@ def test_without_a_gpu_it_says_to_use_the_dry_run(monkeypatch):
         gpu_evidence.main([])
 
 
+def test_a_folder_without_wheels_says_how_to_fetch_them(tmp_path):
+    with pytest.raises(SystemExit, match="no wheels there .tools/gpu_wheels.txt says how"):
+        gpu_evidence.install(tmp_path)
+
+
 def test_a_failing_step_is_recorded_with_its_error_line():
     command = [sys.executable, "-c", "raise ValueError('wrong size')"]
     outcome = gpu_evidence.run_step(command, None, timeout_s=60)
