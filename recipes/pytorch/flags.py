@@ -140,7 +140,8 @@ def run_flags(add, recipe: str) -> None:
         "--compile",
         action="store_true",
         help="torch.compile the model before DDP or FSDP2 wraps it (DDP: the whole model, "
-        "its graph split at DDP's buckets, chapter 17; FSDP2: each unit of sharding)",
+        "its graph split at DDP's buckets, chapter 17; FSDP2: the forward of each block, or "
+        "of each layer with weights; the first steps are slower while it compiles)",
     )
     add("--log-every", type=at_least(1), default=20, help="print the loss every N steps")
     add("--max-steps", type=at_least(1), help="stop after this many steps in all (tests)")

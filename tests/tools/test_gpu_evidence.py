@@ -76,11 +76,27 @@ def test_a_failing_worker_is_recorded_and_the_next_one_runs(tmp_path, monkeypatc
     assert (tmp_path / "06_pytorch_dp_ddp" / "ddp_worker.py").is_file()  # the chapter's file
 
 
-def test_the_gpu_chapters_are_the_pytorch_ones_and_13():
-    """Chapter 13 mixes PyTorch and TensorFlow: its PyTorch cells run on the GPU too."""
-    assert sorted([*PYTORCH_CHAPTERS, "13_precision_and_accumulation"]) == (
-        gpu_evidence.GPU_CHAPTERS
-    )
+def test_each_gpu_call_contributing_plans_ends_inside_a_device_call():
+    """CONTRIBUTING's calls for the next GPU: each `--only` picks steps, no step twice, and
+    the deadlines of a call's steps add up to under a device call's 600 s."""
+    import re
+
+    text = " ".join((ROOT / "CONTRIBUTING.md").read_text().split())
+    plan = text.split("For the next GPU, the new steps in this order:")[1].split(";")[0]
+    calls = re.findall(r'`--only "?([^"`]+?)"? --timeout (\d+)`', plan)
+    names = [name for name, *_ in gpu_evidence.steps(dry_run=False, work=ROOT)]
+    picked = []
+    for only, timeout in calls:
+        steps = [name for name in names if re.search(only, name)]
+        long = {gpu_evidence.CHAPTERS, gpu_evidence.SHARED, gpu_evidence.NBVAL}
+        assert steps and sum((4 if s in long else 1) * int(timeout) for s in steps) < 600, only
+        picked += steps
+    assert len(calls) == 3 and len(picked) == len(set(picked)) == 6
+
+
+def test_the_gpu_chapters_are_the_pytorch_ones():
+    """nbval on the GPU runs the chapters that need no TensorFlow (the lent GPUs lack it)."""
+    assert gpu_evidence.GPU_CHAPTERS == PYTORCH_CHAPTERS
 
 
 def test_the_gpu_machines_wheels_are_the_books_versions():
