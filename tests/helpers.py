@@ -20,8 +20,9 @@ ROOT = REPOSITORY  # the repository's root folder
 NOTEBOOKS = sorted(p.relative_to(ROOT) for p in (ROOT / "chapters").glob("*.ipynb"))
 
 #: Chapters whose lessons are PyTorch: their setup starts PyTorch, not TensorFlow. CI's run
-#: with Colab's versions leaves them out (.ci/run, step 3), so they import no TensorFlow,
-#: Keras or JAX (tests/suite/test_suite.py).
+#: with Colab's versions leaves them out (.ci/run, step 3), and tools/gpu_evidence.py runs
+#: them on GPUs without TensorFlow, so they import no TensorFlow, Keras or JAX
+#: (tests/suite/test_suite.py).
 PYTORCH_CHAPTERS = [
     "06_pytorch_dp_ddp",
     "09_processes_and_machines",

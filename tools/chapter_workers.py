@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import shutil
@@ -209,8 +210,6 @@ def run_fsdp_worker(m: Machine) -> dict:
 def random_start(fsdp, start: dict, world: int) -> dict:
     """Chapter 15 on GPUs: do the ranks' shards of each random weight differ (an
     AssertionError if not), and are the gathered weights one GPU's draw from the seed?"""
-    import itertools
-
     import torch
 
     from recipes.pytorch.models import CharTransformer

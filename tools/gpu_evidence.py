@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from tests.helpers import PYTORCH_CHAPTERS  # nbval's step runs them: no TensorFlow there
 from tools.chapter_workers import ROWS as WORKER_ROWS
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -60,15 +61,6 @@ PROFILE_64 = "transformer large, batch 64, its step profiled, eager and compiled
 CHAPTERS = "chapters' workers"  # a run of tools/chapter_workers.py: a deadline of 4 steps
 SHARED = "chapters' workers, 2 processes sharing GPU 0 over gloo"  # and another
 NBVAL = "PyTorch chapters under nbval"  # every cell on the GPU's branch (lax: no outputs)
-#: The chapters that run PyTorch alone (13 imports TensorFlow, which the lent GPUs lack).
-GPU_CHAPTERS = [
-    "06_pytorch_dp_ddp",
-    "09_processes_and_machines",
-    "14_sharded_data_parallelism",
-    "15_fsdp2_and_sharded_checkpoints",
-    "17_inside_one_step",
-    "18_transformer_compute_and_memory",
-]
 
 
 def environment() -> dict:
@@ -186,7 +178,7 @@ def steps(dry_run: bool, work: Path) -> list[tuple[str, list[str], Path | None]]
         out = ["--out", str(work / folder)]
         command = [sys.executable, "-m", "tools.chapter_workers", *out, *dry, *extra]
         planned.append((name, command, work / folder / WORKER_ROWS))
-    chapters = [f"chapters/{name}.ipynb" for name in GPU_CHAPTERS]
+    chapters = [f"chapters/{name}.ipynb" for name in PYTORCH_CHAPTERS]
     collect = ["--collect-only"] if dry_run else []  # the dry run: the command, not the run
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "-q"]
     planned.append((NBVAL, [*pytest, *collect, *chapters], None))

@@ -733,6 +733,12 @@ FORM = dict(
 )
 
 
+def preset_inputs(preset: str, **changes) -> dict:
+    """The calculator's inputs as the page opens with `preset` chosen, and `changes` made."""
+    fields = {k: v for k, v in PRESETS[preset].items() if k != "measured"}
+    return {**FORM, **fields, **changes}
+
+
 def published_inputs(run: dict, recompute: bool, mfu: float) -> dict:
     """The calculator's inputs for one of PUBLISHED_RUNS: its model, GPUs and batch, FSDP
     with autocast's layout (float32 weights, gradients and AdamW state; bfloat16 gathers,
@@ -838,14 +844,9 @@ def measured_comparison(evidence: dict) -> list[dict]:
     rows = []
     for step, preset, stage in MEASURED_RUNS:
         result = evidence[step]["result"]
-        fields = {k: v for k, v in PRESETS[preset].items() if k != "measured"}
-        inputs = {
-            **FORM,
-            **fields,
-            "gpus": 1,
-            "stage": stage,
-            "batch": result["batch_per_device"],
-        }
+        inputs = preset_inputs(
+            preset, gpus=1, stage=stage, batch=result["batch_per_device"]
+        )
         answer = calculate(inputs)
         rows.append(
             {
@@ -853,7 +854,7 @@ def measured_comparison(evidence: dict) -> list[dict]:
                 "parameters": result["parameters"],
                 "batch": result["batch_per_device"],
                 "mfu": 100 * result["mfu"],
-                "preset_mfu": fields["mfu"],
+                "preset_mfu": inputs["mfu"],
                 "step_ms": 1e3 * result["mean_step_time_s"],
                 "calculator_step_ms": 1e3 * answer["step"]["step_s"],
                 "memory_gb": result["peak_memory_bytes"] / 1e9,

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.helpers import PYTORCH_CHAPTERS, ROOT, import_recipe
+from tests.helpers import ROOT, import_recipe
 from tools import chapter_workers, gpu_evidence, profile_transformer
 from tools.shared_gpu import OnSharedGpu
 from utils.pytorch_ddp import run_ranks
@@ -92,11 +92,6 @@ def test_each_gpu_call_contributing_plans_ends_inside_a_device_call():
         assert steps and sum((4 if s in long else 1) * int(timeout) for s in steps) < 600, only
         picked += steps
     assert len(calls) == 3 and len(picked) == len(set(picked)) == 6
-
-
-def test_the_gpu_chapters_are_the_pytorch_ones():
-    """nbval on the GPU runs the chapters that need no TensorFlow (the lent GPUs lack it)."""
-    assert gpu_evidence.GPU_CHAPTERS == PYTORCH_CHAPTERS
 
 
 def test_the_gpu_machines_wheels_are_the_books_versions():

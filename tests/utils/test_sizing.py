@@ -105,10 +105,7 @@ def test_the_gpus_peaks_are_the_recipes():
 FORM = sizing.FORM
 
 
-def form(preset: str, **changes) -> dict:
-    """The calculator's inputs with `preset` chosen and `changes` made."""
-    fields = {k: v for k, v in sizing.PRESETS[preset].items() if k != "measured"}
-    return {**FORM, **fields, **changes}
+form = sizing.preset_inputs  # the calculator's inputs, a preset chosen and changes made
 
 
 EVIDENCE_ROWS = {
